@@ -1,0 +1,100 @@
+"""IRModule: a named collection of Relax functions and TIR PrimFuncs.
+
+Modules are values: passes build new ones (`with_function`) and never change their input.
+Printing goes through the script printer, which `lazyparams.script` installs on import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from lazyparams.errors import LazyParamsError
+from lazyparams.ir.expr import BaseFunc, Function, GlobalVar
+
+_printer: list[Callable[[IRModule], str]] = []
+
+
+def set_script_printer(printer: Callable[[IRModule], str]) -> None:
+    """Install the function `IRModule.script()` uses (the script layer does this on import)."""
+    _printer[:] = [printer]
+
+
+class IRModule:
+    """An ordered mapping from function name to function, plus module attrs."""
+
+    __slots__ = ("_functions", "_global_vars", "attrs")
+
+    def __init__(
+        self,
+        functions: Mapping[str | GlobalVar, BaseFunc] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._functions: dict[str, BaseFunc] = {}
+        self._global_vars: dict[str, GlobalVar] = {}
+        for key, func in (functions or {}).items():
+            name = key.name_hint if isinstance(key, GlobalVar) else key
+            self._functions[name] = func
+            self._global_vars[name] = key if isinstance(key, GlobalVar) else GlobalVar(name)
+        self.attrs: dict[str, Any] = dict(attrs or {})
+
+    def __getitem__(self, key: str | GlobalVar) -> BaseFunc:
+        name = key.name_hint if isinstance(key, GlobalVar) else key
+        if name not in self._functions:
+            raise LazyParamsError(f"module has no function {name!r}; it has {self.names()}")
+        return self._functions[name]
+
+    def __contains__(self, key: object) -> bool:
+        name = key.name_hint if isinstance(key, GlobalVar) else key
+        return name in self._functions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._functions)
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+    def names(self) -> list[str]:
+        """Function names in module order."""
+        return list(self._functions)
+
+    def items(self) -> list[tuple[str, BaseFunc]]:
+        """(name, function) pairs in module order."""
+        return list(self._functions.items())
+
+    def relax_functions(self) -> list[tuple[str, Function]]:
+        """(name, function) pairs of the Relax functions only."""
+        return [(n, f) for n, f in self._functions.items() if isinstance(f, Function)]
+
+    def get_global_var(self, name: str) -> GlobalVar:
+        """The GlobalVar naming function `name` in this module."""
+        if name not in self._global_vars:
+            raise LazyParamsError(f"module has no function {name!r}; it has {self.names()}")
+        return self._global_vars[name]
+
+    def with_function(self, name: str, func: BaseFunc) -> IRModule:
+        """A new module with `name` bound to `func` (replaced in place, or appended)."""
+        functions: dict[str | GlobalVar, BaseFunc] = {
+            self._global_vars[n]: f for n, f in self._functions.items()
+        }
+        functions[self._global_vars.get(name, GlobalVar(name))] = func
+        return IRModule(functions, self.attrs)
+
+    def without_function(self, name: str) -> IRModule:
+        """A new module without function `name`."""
+        functions: dict[str | GlobalVar, BaseFunc] = {
+            self._global_vars[n]: f for n, f in self._functions.items() if n != name
+        }
+        return IRModule(functions, self.attrs)
+
+    def script(self) -> str:
+        """The module in script syntax; parsing it back gives a structurally equal module."""
+        if not _printer:
+            raise LazyParamsError("no script printer installed; import lazyparams.script")
+        return _printer[0](self)
+
+    def __str__(self) -> str:
+        return self.script()
+
+    def __repr__(self) -> str:
+        return f"IRModule({self.names()})"
