@@ -7,6 +7,7 @@ compare by identity; the other nodes are values. Imports numpy-free parts of `ir
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -305,7 +306,7 @@ def _is_int_value(expr: PrimExpr, value: int) -> bool:
     return isinstance(expr, IntImm) and expr.value == value and not is_float(expr.dtype)
 
 
-_INT_FOLD = {
+_INT_FOLD: dict[type[BinaryOp], Callable[[int, int], int]] = {
     Add: lambda x, y: x + y,
     Sub: lambda x, y: x - y,
     Mul: lambda x, y: x * y,
