@@ -1,0 +1,213 @@
+"""The checkpoint protocols: `TensorInfo`, `CheckpointSource`, `CheckpointSink`, `SinkBase`.
+
+A source lists tensors without reading their data and loads one at a time; a sink is told every
+output up front, takes tensors in any order and publishes them atomically. Imports numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO, Any, Protocol, Self, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lazyparams.errors import CheckpointError
+from lazyparams.io.dtypes import DTYPE_NAMES, dtype_name, itemsize
+
+Array = NDArray[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """What a checkpoint says about one tensor: name, shape (numpy order), dtype name, bytes."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: int
+
+    @classmethod
+    def of(cls, name: str, shape: Iterable[int], dtype: str) -> TensorInfo:
+        """A TensorInfo whose nbytes is computed from shape and dtype."""
+        dims = tuple(int(d) for d in shape)
+        return cls(name, dims, dtype, math.prod(dims) * itemsize(dtype))
+
+    @classmethod
+    def from_array(cls, name: str, array: Array) -> TensorInfo:
+        """The TensorInfo describing `array`; CheckpointError for dtypes the IR has no name for."""
+        dtype = dtype_name(array.dtype)
+        if dtype is None:
+            raise CheckpointError(f"tensor {name!r}: unsupported numpy dtype {array.dtype}")
+        return cls(name, tuple(array.shape), dtype, int(array.nbytes))
+
+
+@runtime_checkable
+class CheckpointSource(Protocol):
+    """Read access to a checkpoint: list without reading data, load one tensor at a time."""
+
+    def names(self) -> list[str]: ...
+    def info(self, name: str) -> TensorInfo: ...
+    def load(self, name: str) -> Array: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+@runtime_checkable
+class CheckpointSink(Protocol):
+    """Write access to a checkpoint whose every tensor was declared when the sink was made."""
+
+    infos: dict[str, TensorInfo]
+
+    def write(self, name: str, array: Array) -> None: ...
+    def finalize(self) -> None: ...
+    def abort(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+class SourceBase:
+    """Context-manager plumbing and name lookup shared by the sources."""
+
+    path: str
+    _infos: dict[str, TensorInfo]
+
+    def names(self) -> list[str]:
+        """Tensor names in the checkpoint's own order."""
+        return list(self._infos)
+
+    def info(self, name: str) -> TensorInfo:
+        """Name, shape, dtype and size of one tensor, read from the header only."""
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise CheckpointError(f"{self.path}: no tensor named {name!r}") from None
+
+    def close(self) -> None:
+        """Release the file; arrays already returned stay valid."""
+
+    def _fileno(self, file: IO[bytes]) -> int:
+        """The descriptor of `file`, or CheckpointError once the source is closed."""
+        if file.closed:
+            raise CheckpointError(f"{self.path}: the source is closed")
+        return file.fileno()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class SinkBase:
+    """Validation and life cycle shared by the sinks; subclasses store, commit and discard.
+
+    Each declared tensor must be written exactly once, with its declared shape and dtype, before
+    `finalize`. Leaving a `with` block by an exception aborts; leaving it normally finalizes.
+    """
+
+    def __init__(self, path: str, infos: Sequence[TensorInfo]) -> None:
+        self.path = path
+        self.infos: dict[str, TensorInfo] = {}
+        for info in infos:
+            self._check_declaration(info)
+            self.infos[info.name] = info
+        self._written: set[str] = set()
+        self._lock = threading.Lock()
+        self._state = "open"
+
+    def write(self, name: str, array: Array) -> None:
+        """Check `array` against its declaration and store it; it is not kept by the sink."""
+        self._store(name, self._accept(name, array))
+
+    def finalize(self) -> None:
+        """Publish the checkpoint; CheckpointError (after aborting) if a tensor is missing."""
+        self._require_open()
+        missing = [name for name in self.infos if name not in self._written]
+        if missing:
+            self.abort()
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise CheckpointError(f"{self.path}: tensor {missing[0]!r} was never written{more}")
+        try:
+            self._commit()
+        except BaseException:
+            self.abort()
+            raise
+        self._state = "finalized"
+
+    def abort(self) -> None:
+        """Remove everything written so far; a no-op once finalized or aborted."""
+        if self._state == "open":
+            self._state = "aborted"
+            self._discard()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __del__(self) -> None:
+        # a sink dropped unfinished (no `with`, an error in between) still removes its output
+        if getattr(self, "_state", None) == "open":
+            self.abort()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is not None:
+            self.abort()
+        elif self._state == "open":
+            self.finalize()
+
+    def _check_declaration(self, info: TensorInfo) -> None:
+        where = f"{self.path}: tensor {info.name!r}"
+        if info.name in self.infos:
+            raise CheckpointError(f"{where} is declared twice")
+        if info.dtype not in DTYPE_NAMES:
+            raise CheckpointError(f"{where}: unknown dtype {info.dtype!r}")
+        if info.nbytes != math.prod(info.shape) * itemsize(info.dtype):
+            raise CheckpointError(f"{where}: nbytes {info.nbytes} disagrees with shape and dtype")
+
+    def _require_open(self) -> None:
+        if self._state != "open":
+            raise CheckpointError(f"{self.path}: the sink is already {self._state}")
+
+    def _accept(self, name: str, array: Array) -> Array:
+        """Validate one write and mark the name written; returns the array in native byte order."""
+        self._require_open()
+        array = np.asarray(array)
+        info = self.infos.get(name)
+        if info is None:
+            raise CheckpointError(f"{self.path}: tensor {name!r} was not declared")
+        got = dtype_name(array.dtype) or str(array.dtype)
+        if got != info.dtype or tuple(array.shape) != info.shape:
+            raise CheckpointError(
+                f"{self.path}: tensor {name!r}: expected {info.dtype}{list(info.shape)}, "
+                f"got {got}{list(array.shape)}"
+            )
+        with self._lock:
+            self._require_open()
+            if name in self._written:
+                raise CheckpointError(f"{self.path}: tensor {name!r} was written twice")
+            self._written.add(name)
+        if not array.dtype.isnative:
+            array = array.astype(array.dtype.newbyteorder("="))
+        return array
+
+    def _store(self, name: str, array: Array) -> None:
+        raise NotImplementedError
+
+    def _commit(self) -> None:
+        raise NotImplementedError
+
+    def _discard(self) -> None:
+        raise NotImplementedError

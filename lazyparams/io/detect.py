@@ -1,0 +1,118 @@
+"""Choosing a source or sink for a path: `open_source` detects the format, `open_sink` picks one.
+
+Detection goes by extension, then by folder contents, then by the file's first bytes. Imports the
+io layer only.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from lazyparams.errors import CheckpointError
+from lazyparams.io.base import CheckpointSink, CheckpointSource, TensorInfo
+from lazyparams.io.gguf_format import GGUFSink, GGUFSource
+from lazyparams.io.numpy_sink import NpyFolderSink, NpzSink
+from lazyparams.io.numpy_source import NpyFolderSource, NpzSource
+from lazyparams.io.safetensors_sink import SafetensorsSink
+from lazyparams.io.safetensors_source import SafetensorsSource
+from lazyparams.io.sharded_source import ShardedSource
+from lazyparams.io.torch_source import TorchSource
+
+Opener = Callable[[Path], CheckpointSource]
+_BY_SUFFIX: dict[str, Opener] = {
+    ".safetensors": SafetensorsSource,
+    ".gguf": GGUFSource,
+    ".bin": TorchSource,
+    ".pt": TorchSource,
+    ".pth": TorchSource,
+    ".npz": NpzSource,
+}
+SINK_FORMATS = ("safetensors", "npz", "npy", "gguf")
+_SINK_SUFFIXES = {".safetensors": "safetensors", ".npz": "npz", ".gguf": "gguf"}
+
+
+def open_source(path: str | os.PathLike[str]) -> CheckpointSource:
+    """Open a checkpoint file or folder, detecting its format.
+
+    A folder is read through its `*.index.json` if it has one (safetensors first), else its single
+    .safetensors / .gguf / .bin / .pt / .pth / .npz file, else its .npy files.
+    """
+    target = Path(path)
+    if target.is_dir():
+        return _open_folder(target)
+    if not target.exists():
+        raise CheckpointError(f"{target}: no such file or folder")
+    if target.name.endswith(".index.json"):
+        return ShardedSource(target, open_source)
+    return (_BY_SUFFIX.get(target.suffix) or _sniff(target))(target)
+
+
+def _open_folder(folder: Path) -> CheckpointSource:
+    indexes = sorted(folder.glob("*.index.json"), key=lambda p: (".safetensors." not in p.name, p))
+    if indexes:
+        return ShardedSource(indexes[0], open_source)
+    for suffix, opener in _BY_SUFFIX.items():
+        files = sorted(folder.glob(f"*{suffix}"))
+        if len(files) > 1:
+            names = ", ".join(f.name for f in files[:4])
+            raise CheckpointError(f"{folder}: several {suffix} files ({names}) and no index")
+        if files:
+            return opener(files[0])
+    if any(folder.rglob("*.npy")):
+        return NpyFolderSource(folder)
+    raise CheckpointError(f"{folder}: no checkpoint found (no index, weights file or .npy files)")
+
+
+def _sniff(path: Path) -> Opener:
+    """Guess a file's format from its first bytes when its extension says nothing."""
+    try:
+        with open(path, "rb") as fp:
+            head = fp.read(9)
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot open: {err.strerror}") from None
+    if head.startswith(b"GGUF"):
+        return GGUFSource
+    if head.startswith(b"PK\x03\x04"):
+        with zipfile.ZipFile(path) as archive:
+            is_torch = any(n.rsplit("/", 1)[-1] == "data.pkl" for n in archive.namelist())
+        return TorchSource if is_torch else NpzSource
+    if len(head) == 9 and head[8:9] == b"{":
+        return SafetensorsSource
+    raise CheckpointError(
+        f"{path}: cannot tell the checkpoint format (expected .safetensors, .gguf, .bin, .pt, "
+        ".pth, .npz, an index .json or a folder)"
+    )
+
+
+def open_sink(
+    path: str | os.PathLike[str],
+    infos: Sequence[TensorInfo],
+    format: str | None = None,
+    shard_size: int | None = None,
+) -> CheckpointSink:
+    """A sink for `infos` at `path`, in `format` or the one the extension names.
+
+    `format` is one of SINK_FORMATS; `shard_size` (bytes per shard) is for safetensors only.
+    """
+    chosen = format or _SINK_SUFFIXES.get(Path(path).suffix)
+    if chosen is None and shard_size is not None:
+        chosen = "safetensors"
+    if chosen is None:
+        raise CheckpointError(
+            f"{path}: cannot tell the output format from the name; pass format= one of "
+            f"{', '.join(SINK_FORMATS)}"
+        )
+    if shard_size is not None and chosen != "safetensors":
+        raise CheckpointError(f"{path}: sharding is only supported for safetensors, not {chosen}")
+    if chosen == "safetensors":
+        return SafetensorsSink(path, infos, max_shard_size=shard_size)
+    if chosen == "npz":
+        return NpzSink(path, infos)
+    if chosen == "npy":
+        return NpyFolderSink(path, infos)
+    if chosen == "gguf":
+        return GGUFSink(path, infos)
+    raise CheckpointError(f"{path}: unknown format {chosen!r}; expected one of {SINK_FORMATS}")

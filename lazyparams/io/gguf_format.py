@@ -1,0 +1,144 @@
+"""GGUF checkpoints through the `gguf` package: a source and a streaming sink.
+
+Only unquantized GGML types are handled (F32, F16, BF16, F64, I8, I16, I32, I64); GGUF stores
+dimensions innermost first, which both directions reverse into numpy order. Imports numpy, gguf
+and the io layer only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+
+from lazyparams.errors import CheckpointError
+from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo
+from lazyparams.io.dtypes import numpy_dtype
+from lazyparams.io.filemap import map_array, write_array_at
+from lazyparams.io.staging import Staging
+
+_Q = GGMLQuantizationType
+GGML_TO_DTYPE: dict[GGMLQuantizationType, str] = {
+    _Q.F32: "float32",
+    _Q.F16: "float16",
+    _Q.BF16: "bfloat16",
+    _Q.F64: "float64",
+    _Q.I8: "int8",
+    _Q.I16: "int16",
+    _Q.I32: "int32",
+    _Q.I64: "int64",
+}
+DTYPE_TO_GGML = {dtype: ggml for ggml, dtype in GGML_TO_DTYPE.items()}
+_READ_ERRORS = (ValueError, KeyError, IndexError, TypeError, OSError)
+
+
+class GGUFSource(SourceBase):
+    """A GGUF file; names list every tensor, but quantized ones are refused by info and load."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        try:
+            reader = GGUFReader(path, "r")
+        except _READ_ERRORS as err:
+            raise CheckpointError(f"{self.path}: not a readable GGUF file: {err}") from None
+        if reader.byte_order != "I":
+            raise CheckpointError(f"{self.path}: byte-swapped (big-endian) GGUF is not supported")
+        self._order = [tensor.name for tensor in reader.tensors]
+        self._offsets = {tensor.name: int(tensor.data_offset) for tensor in reader.tensors}
+        self._quantized: dict[str, str] = {}
+        self._infos = {}
+        for tensor in reader.tensors:
+            dtype = GGML_TO_DTYPE.get(tensor.tensor_type)
+            shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
+            if dtype is None:
+                self._quantized[tensor.name] = tensor.tensor_type.name
+            else:
+                self._infos[tensor.name] = TensorInfo.of(tensor.name, shape, dtype)
+        del reader  # drops the reader's whole-file map; loads map one tensor each
+        self._file = open(path, "rb")  # noqa: SIM115 - kept open until close()
+
+    def names(self) -> list[str]:
+        """Every tensor in file order, quantized ones included."""
+        return list(self._order)
+
+    def info(self, name: str) -> TensorInfo:
+        """Shape (numpy order) and dtype of an unquantized tensor."""
+        if name in self._quantized:
+            raise CheckpointError(
+                f"{self.path}: tensor {name!r} has quantized GGML type {self._quantized[name]}, "
+                f"which is not supported (supported: {', '.join(t.name for t in GGML_TO_DTYPE)})"
+            )
+        return super().info(name)
+
+    def load(self, name: str) -> Array:
+        """The tensor as a read-only view into the file."""
+        info = self.info(name)
+        dtype = numpy_dtype(info.dtype)
+        fd = self._fileno(self._file)
+        return map_array(fd, self._offsets[name], dtype, info.shape, path=self.path)
+
+    def close(self) -> None:
+        """Close the file; arrays already returned stay valid."""
+        self._file.close()
+
+
+class GGUFSink(SinkBase):
+    """A GGUF file whose header and tensor table are written up front; data lands by offset.
+
+    A 0-d tensor is stored with the single dimension 1, as ggml has no 0-d tensors; it reads
+    back with shape (1,).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], infos: Sequence[TensorInfo], *, arch: str = "unknown"
+    ) -> None:
+        for info in infos:
+            if info.dtype not in DTYPE_TO_GGML:
+                raise CheckpointError(
+                    f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}"
+                )
+        super().__init__(str(path), infos)
+        self._staging = Staging()
+        self._fd = -1
+        try:
+            self._lay_out(self._staging.new_file(Path(path)), infos, arch)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _lay_out(self, temp: Path, infos: Sequence[TensorInfo], arch: str) -> None:
+        writer = GGUFWriter(temp, arch)
+        for info in infos:
+            dtype, ggml = numpy_dtype(info.dtype), DTYPE_TO_GGML[info.dtype]
+            shape = info.shape or (1,)
+            writer.add_tensor_info(info.name, shape, dtype, info.nbytes, raw_dtype=ggml)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        assert writer.fout is not None
+        cursor = GGUFWriter.ggml_pad(writer.fout[0].tell(), writer.data_alignment)
+        writer.close()
+        self._offsets: dict[str, int] = {}
+        for info in infos:
+            self._offsets[info.name] = cursor
+            cursor += GGUFWriter.ggml_pad(info.nbytes, writer.data_alignment)
+        self._fd = os.open(temp, os.O_RDWR)
+        os.ftruncate(self._fd, cursor)
+
+    def _store(self, name: str, array: Array) -> None:
+        write_array_at(self._fd, array, self._offsets[name])
+
+    def _commit(self) -> None:
+        self._close_fd()
+        self._staging.commit()
+
+    def _discard(self) -> None:
+        self._close_fd()
+        self._staging.discard()
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

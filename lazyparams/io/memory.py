@@ -1,0 +1,55 @@
+"""In-memory checkpoints: a source over a dict of arrays and a sink that collects into one.
+
+Useful in tests and for library callers that already hold their weights. Imports numpy and the
+io layer only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo
+
+
+class DictSource(SourceBase):
+    """A source over `tensors`, in the mapping's order; `load` returns read-only views."""
+
+    def __init__(self, tensors: Mapping[str, Array], path: str = "<memory>") -> None:
+        self.path = path
+        self._tensors = {name: np.asarray(array) for name, array in tensors.items()}
+        self._infos = {n: TensorInfo.from_array(n, a) for n, a in self._tensors.items()}
+
+    def load(self, name: str) -> Array:
+        """A read-only view of the stored array (the caller cannot alter the source)."""
+        self.info(name)
+        view = self._tensors[name].view()
+        view.flags.writeable = False
+        return view
+
+
+class DictSink(SinkBase):
+    """Collects written arrays, without copying, into `tensors` (declared order).
+
+    `tensors` holds only what was written; it is complete once `finalize` has succeeded and
+    emptied by `abort`.
+    """
+
+    def __init__(self, infos: Sequence[TensorInfo], path: str = "<memory>") -> None:
+        super().__init__(path, infos)
+        self._arrays: dict[str, Array] = {}
+
+    @property
+    def tensors(self) -> dict[str, Array]:
+        """The written arrays, in declared order."""
+        return {name: self._arrays[name] for name in self.infos if name in self._arrays}
+
+    def _store(self, name: str, array: Array) -> None:
+        self._arrays[name] = array
+
+    def _commit(self) -> None:
+        pass
+
+    def _discard(self) -> None:
+        self._arrays.clear()

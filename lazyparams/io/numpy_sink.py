@@ -1,0 +1,117 @@
+"""Writing .npz archives and folders of .npy files, readable by plain `np.load`.
+
+An npz member is appended the moment its tensor arrives (archive order is arrival order); a
+folder gets one file per tensor. Tensors whose dtype numpy cannot spell are written as raw bits
+and tagged (see npy_format). Imports numpy and the io layer only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+import numpy.lib.format as npy
+
+from lazyparams.errors import CheckpointError
+from lazyparams.io.base import Array, SinkBase, TensorInfo
+from lazyparams.io.dtypes import EXTENSION_DTYPES
+from lazyparams.io.npy_format import COMMENT_PREFIX, DTYPES_FILE, stored_form
+from lazyparams.io.staging import Staging
+
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed member timestamps keep archives reproducible
+
+
+class NpzSink(SinkBase):
+    """An .npz archive written member by member into a temporary, renamed on `finalize`."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], infos: Sequence[TensorInfo], *, compress: bool = False
+    ) -> None:
+        super().__init__(str(path), infos)
+        self._staging = Staging()
+        self._method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+        self._zip_lock = threading.Lock()
+        self._file: IO[bytes] | None = None
+        self._zip: zipfile.ZipFile | None = None
+        try:
+            self._file = open(self._staging.new_file(Path(path)), "wb")  # noqa: SIM115
+            self._zip = zipfile.ZipFile(self._file, "w", allowZip64=True)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _store(self, name: str, array: Array) -> None:
+        dtype = self.infos[name].dtype
+        member = zipfile.ZipInfo(f"{name}.npy", date_time=_EPOCH)
+        member.compress_type = self._method
+        if dtype in EXTENSION_DTYPES:
+            member.comment = COMMENT_PREFIX + dtype.encode("ascii")
+        assert self._zip is not None
+        with self._zip_lock, self._zip.open(member, "w", force_zip64=True) as fp:
+            npy.write_array(fp, stored_form(array, dtype), allow_pickle=False)
+
+    def _commit(self) -> None:
+        assert self._zip is not None and self._file is not None
+        self._zip.close()
+        self._file.close()
+        self._staging.commit()
+
+    def _discard(self) -> None:
+        if self._zip is not None:
+            with contextlib.suppress(ValueError, OSError):  # a member may still be open
+                self._zip.close()
+        if self._file is not None:
+            self._file.close()
+        self._staging.discard()
+
+
+class NpyFolderSink(SinkBase):
+    """A folder with one `name.npy` per tensor (a `/` in a name makes a subfolder)."""
+
+    def __init__(self, path: str | os.PathLike[str], infos: Sequence[TensorInfo]) -> None:
+        folder = Path(path)
+        if folder.exists() and not folder.is_dir():
+            raise CheckpointError(f"{folder}: exists and is not a folder")
+        super().__init__(str(path), infos)
+        self._staging = Staging()
+        self._temps: dict[str, Path] = {}
+        try:
+            for info in infos:
+                final = folder / f"{_relative_name(info.name, self.path)}.npy"
+                self._temps[info.name] = self._staging.new_file(final)
+            self._write_tags(folder, infos)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _write_tags(self, folder: Path, infos: Sequence[TensorInfo]) -> None:
+        tags = {info.name: info.dtype for info in infos if info.dtype in EXTENSION_DTYPES}
+        if tags:
+            temp = self._staging.new_file(folder / DTYPES_FILE)
+            temp.write_text(json.dumps(tags, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+    def _store(self, name: str, array: Array) -> None:
+        with open(self._temps[name], "wb") as fp:
+            npy.write_array(fp, stored_form(array, self.infos[name].dtype), allow_pickle=False)
+
+    def _commit(self) -> None:
+        self._staging.commit()
+
+    def _discard(self) -> None:
+        self._staging.discard()
+
+
+def _relative_name(name: str, path: str) -> str:
+    """`name` checked to be a relative path that stays inside the folder."""
+    parts = PurePosixPath(name).parts
+    if not name or name.startswith("/") or PurePosixPath(name).as_posix() != name:
+        raise CheckpointError(f"{path}: tensor name {name!r} cannot be a file name")
+    if any(part in (".", "..") for part in parts):
+        raise CheckpointError(f"{path}: tensor name {name!r} cannot be a file name")
+    return name

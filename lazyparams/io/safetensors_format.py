@@ -1,0 +1,203 @@
+"""The safetensors layout: header parsing with validation, and header building for the writer.
+
+A file is an 8-byte little-endian header length, a JSON header (per tensor: dtype, shape,
+data_offsets relative to the data area; optional `__metadata__`), then the data area. The writer
+lays tensors out exactly as the reference implementation does. Imports numpy only.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from lazyparams.errors import CheckpointError
+from lazyparams.io.base import TensorInfo
+
+HEADER_LIMIT = 100 * 1000 * 1000
+METADATA_KEY = "__metadata__"
+
+# Codes in the order of the reference implementation's dtype enum: the writer places larger
+# codes first (then sorts by name), so this order decides the byte layout.
+_CODE_ORDER = (
+    ("BOOL", "bool"),
+    ("U8", "uint8"),
+    ("I8", "int8"),
+    ("F8_E5M2", "float8_e5m2"),
+    ("F8_E4M3", "float8_e4m3fn"),
+    ("I16", "int16"),
+    ("U16", "uint16"),
+    ("F16", "float16"),
+    ("BF16", "bfloat16"),
+    ("I32", "int32"),
+    ("U32", "uint32"),
+    ("F32", "float32"),
+    ("F64", "float64"),
+    ("I64", "int64"),
+    ("U64", "uint64"),
+)
+CODE_TO_DTYPE = dict(_CODE_ORDER)
+DTYPE_TO_CODE = {dtype: code for code, dtype in _CODE_ORDER}
+_RANK = {dtype: rank for rank, (_, dtype) in enumerate(_CODE_ORDER)}
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One tensor of a parsed header: its info and its byte range inside the data area."""
+
+    info: TensorInfo
+    begin: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A validated header: entries in header order, metadata, and where the data area starts."""
+
+    entries: dict[str, Entry]
+    metadata: dict[str, str] | None
+    data_start: int
+
+
+def parse_header(
+    prefix: bytes, read_json: Callable[[int], bytes], file_size: int, path: str
+) -> Header:
+    """Validate the 8-byte `prefix` and the JSON that `read_json(n)` returns, against the file.
+
+    Refuses a header length past the file or over HEADER_LIMIT, invalid JSON, unknown dtypes,
+    offsets that disagree with shape x itemsize, ranges outside the data area or overlapping.
+    """
+    if len(prefix) < 8:
+        raise CheckpointError(f"{path}: file of {file_size} bytes is too short for a header")
+    (length,) = struct.unpack("<Q", prefix)
+    if length > HEADER_LIMIT:
+        raise CheckpointError(f"{path}: header length {length} exceeds the limit {HEADER_LIMIT}")
+    if 8 + length > file_size:
+        raise CheckpointError(
+            f"{path}: header length {length} runs past the end of the file ({file_size} bytes)"
+        )
+    raw = _decode_json(read_json(length), path)
+    metadata = _parse_metadata(raw.pop(METADATA_KEY, None), path)
+    entries = {name: _parse_entry(name, value, path) for name, value in raw.items()}
+    _check_ranges(entries, file_size - 8 - length, path)
+    return Header(entries, metadata, 8 + length)
+
+
+def _decode_json(data: bytes, path: str) -> dict[str, Any]:
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise CheckpointError(f"{path}: header names the key {key!r} twice")
+            result[key] = value
+        return result
+
+    try:
+        raw = json.loads(data.decode("utf-8"), object_pairs_hook=no_duplicates)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{path}: header is not valid JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: header is not a JSON object")
+    return raw
+
+
+def _parse_metadata(value: object, path: str) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise CheckpointError(f"{path}: {METADATA_KEY} must map strings to strings")
+    return value
+
+
+def _parse_entry(name: str, value: object, path: str) -> Entry:
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(value, dict) or set(value) != {"dtype", "shape", "data_offsets"}:
+        raise CheckpointError(f"{where}: expected keys dtype, shape, data_offsets")
+    dtype = CODE_TO_DTYPE.get(value["dtype"]) if isinstance(value["dtype"], str) else None
+    if dtype is None:
+        raise CheckpointError(
+            f"{where}: unknown or unsupported dtype {value['dtype']!r} "
+            f"(supported: {', '.join(CODE_TO_DTYPE)})"
+        )
+    shape, offsets = value["shape"], value["data_offsets"]
+    if not _is_int_list(shape) or not _is_int_list(offsets) or len(offsets) != 2:
+        raise CheckpointError(f"{where}: shape and data_offsets must be lists of integers >= 0")
+    begin, end = offsets
+    info = TensorInfo.of(name, shape, dtype)
+    if end - begin != info.nbytes:
+        raise CheckpointError(
+            f"{where}: data_offsets [{begin}, {end}] hold {end - begin} bytes, but shape "
+            f"{list(info.shape)} of {value['dtype']} needs {info.nbytes}"
+        )
+    return Entry(info, begin, end)
+
+
+def _is_int_list(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+    )
+
+
+def _check_ranges(entries: dict[str, Entry], data_size: int, path: str) -> None:
+    previous: Entry | None = None
+    for entry in sorted(entries.values(), key=lambda e: (e.begin, e.end)):
+        if entry.end > data_size:
+            raise CheckpointError(
+                f"{path}: tensor {entry.info.name!r}: data_offsets [{entry.begin}, {entry.end}] "
+                f"lie outside the data area ({data_size} bytes); the file is truncated or the "
+                "header is wrong"
+            )
+        if entry.begin == entry.end:
+            continue
+        if previous is not None and entry.begin < previous.end:
+            first, second = previous, entry
+            raise CheckpointError(
+                f"{path}: tensors {first.info.name!r} and {second.info.name!r} overlap "
+                f"(data_offsets [{first.begin}, {first.end}] and [{second.begin}, {second.end}])"
+            )
+        previous = entry
+
+
+def layout_order(infos: Iterable[TensorInfo]) -> list[TensorInfo]:
+    """The reference writer's order: wider dtype codes first, then by name."""
+    return sorted(infos, key=lambda info: (-_RANK.get(info.dtype, -1), info.name))
+
+
+def build_header(
+    infos: Iterable[TensorInfo], metadata: dict[str, str] | None = None, *, path: str = "<output>"
+) -> tuple[bytes, dict[str, int]]:
+    """The header bytes (length prefix included) and each tensor's absolute file offset.
+
+    The JSON is compact, `__metadata__` comes first when given, and the header is padded with
+    spaces to a multiple of 8 bytes, which is what the reference writer produces.
+    """
+    body: dict[str, Any] = {}
+    if metadata is not None:
+        body[METADATA_KEY] = dict(sorted(metadata.items()))
+    begins: dict[str, int] = {}
+    cursor = 0
+    for info in layout_order(infos):
+        code = _code(info, path)
+        body[info.name] = {
+            "dtype": code,
+            "shape": list(info.shape),
+            "data_offsets": [cursor, cursor + info.nbytes],
+        }
+        begins[info.name] = cursor
+        cursor += info.nbytes
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    start = 8 + len(text)
+    return struct.pack("<Q", len(text)) + text, {n: start + b for n, b in begins.items()}
+
+
+def _code(info: TensorInfo, path: str) -> str:
+    code = DTYPE_TO_CODE.get(info.dtype)
+    where = f"{path}: tensor {info.name!r}"
+    if code is None:
+        raise CheckpointError(f"{where}: safetensors has no dtype for {info.dtype}")
+    if info.name == METADATA_KEY:
+        raise CheckpointError(f"{where}: the name is reserved for the header's metadata")
+    return code
