@@ -1,0 +1,113 @@
+"""Calls that leave the op world: call_tir, vm.kill_object, and extern calls (call_packed).
+
+`call_tir` has two operands, the PrimFunc's GlobalVar and a tuple of arguments; its
+`out_sinfo` is not an attr but the call's `sinfo_args` (one struct info per output; several
+make the result a tuple). `call_packed` is no op at all: it is a Call of an `ExternFunc`.
+Imports `ir` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lazyparams.ir.expr import Call, Expr, ExternFunc, GlobalVar, Tuple
+from lazyparams.ir.infer import struct_info_of
+from lazyparams.ir.op_registry import OpParam
+from lazyparams.ir.struct_info import (
+    ObjectStructInfo,
+    StructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+)
+from lazyparams.op.base import SINFO_ARG_KEYWORDS as SINFO_ARG_KEYWORDS  # where callers look
+from lazyparams.op.base import OpDef, fail, make_call, operand, register
+from lazyparams.op.describe import describe
+
+# call_tir -----------------------------------------------------------------------------------
+
+
+def _infer_call_tir(call: Call) -> StructInfo:
+    """The declared `out_sinfo`: one tensor, or a tuple of them when several are declared."""
+    func = call.args[0] if call.args else None
+    if not isinstance(func, GlobalVar):
+        got = type(func).__name__ if func is not None else "nothing"
+        fail("call_tir", f"expected a PrimFunc's GlobalVar (cls.f) as first operand, got {got}")
+    sinfo = operand(call, 1)
+    if not isinstance(sinfo, TupleStructInfo):
+        fail("call_tir", f"expected the arguments as a tuple, got {describe(sinfo)}")
+    for i, f in enumerate(sinfo.fields):
+        if not isinstance(f, TensorStructInfo | ObjectStructInfo):
+            fail("call_tir", f"expected argument {i} to be a tensor, got {describe(f)}")
+    if not call.sinfo_args:
+        fail("call_tir", "expected out_sinfo, got none")
+    for s in call.sinfo_args:
+        if not isinstance(s, TensorStructInfo):
+            fail(
+                "call_tir", f"expected out_sinfo of tensors (a list for several), got {describe(s)}"
+            )
+    if len(call.sinfo_args) == 1:
+        return call.sinfo_args[0]
+    return TupleStructInfo(call.sinfo_args)
+
+
+def call_tir(
+    func: GlobalVar, args: Expr | Sequence[Expr], out_sinfo: StructInfo | Sequence[StructInfo]
+) -> Call:
+    """`R.call_tir(cls.f, (x, y), out_sinfo=...)`: run a PrimFunc into fresh output tensors.
+
+    A list of operands becomes a Tuple, as does a single operand that is not tuple-typed.
+    """
+    if isinstance(args, Expr):
+        is_tuple = isinstance(args, Tuple) or isinstance(struct_info_of(args), TupleStructInfo)
+        args_expr = args if is_tuple else Tuple((args,))
+    else:
+        args_expr = Tuple(tuple(args))
+    outs = (out_sinfo,) if isinstance(out_sinfo, StructInfo) else tuple(out_sinfo)
+    return make_call("call_tir", [func, args_expr], {}, outs)
+
+
+# vm.kill_object -----------------------------------------------------------------------------
+
+
+def _infer_kill_object(call: Call) -> TupleStructInfo:
+    """The unit tuple: killing a value yields nothing."""
+    operand(call, 0)
+    return TupleStructInfo(())
+
+
+def kill_object(x: Expr) -> Call:
+    """`R.vm.kill_object(x)`: release `x` now; impure, so no pass drops or moves it freely."""
+    return make_call("vm.kill_object", [x])
+
+
+# call_packed --------------------------------------------------------------------------------
+
+
+def call_packed(
+    name: str, *args: Expr, sinfo_args: StructInfo | Sequence[StructInfo] | None = None
+) -> Call:
+    """`R.call_packed("name", *args, sinfo_args=(R.Object,))`: call an extern by name.
+
+    The result is typed by `sinfo_args` (R.Object when left out).
+    """
+    if not isinstance(name, str) or not name:
+        fail("call_packed", f"expected a non-empty function name, got {name!r}")
+    for i, a in enumerate(args):
+        if not isinstance(a, Expr):
+            fail("call_packed", f"expected argument {i} to be a Relax expression, got {a!r}")
+    if sinfo_args is None:
+        sinfo: tuple[StructInfo, ...] = (ObjectStructInfo(),)
+    elif isinstance(sinfo_args, StructInfo):
+        sinfo = (sinfo_args,)
+    else:
+        sinfo = tuple(sinfo_args)
+    for s in sinfo:
+        if not isinstance(s, StructInfo):
+            fail("call_packed", f"expected sinfo_args of struct info, got {s!r}")
+    return Call(ExternFunc(name), tuple(args), {}, sinfo)
+
+
+register(
+    OpDef("call_tir", (OpParam("func", "expr"), OpParam("args", "expr")), _infer_call_tir),
+    OpDef("vm.kill_object", (OpParam("x", "expr"),), _infer_kill_object, pure=False),
+)
