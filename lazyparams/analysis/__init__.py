@@ -4,5 +4,6 @@ Imports `ir`, `tir` and `op`.
 """
 
 from lazyparams.analysis.liveness import PARAM, RESULT, Liveness, liveness, used_vars
+from lazyparams.analysis.well_formed import well_formed
 
-__all__ = ["PARAM", "RESULT", "Liveness", "liveness", "used_vars"]
+__all__ = ["PARAM", "RESULT", "Liveness", "liveness", "used_vars", "well_formed"]

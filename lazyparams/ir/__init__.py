@@ -41,6 +41,11 @@ from lazyparams.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
 )
+from lazyparams.ir.structural import (
+    assert_structural_equal,
+    structural_equal,
+    structural_hash,
+)
 
 __all__ = [
     "BaseFunc",
@@ -77,10 +82,13 @@ __all__ = [
     "TupleStructInfo",
     "Var",
     "VarBinding",
+    "assert_structural_equal",
     "get_op",
     "is_pure_call",
     "op_info",
     "prim_value",
     "register_op",
     "struct_info_of",
+    "structural_equal",
+    "structural_hash",
 ]

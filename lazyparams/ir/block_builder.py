@@ -39,6 +39,7 @@ class NameTable:
 
     def __init__(self) -> None:
         self._used: set[str] = set()
+        self._counter: dict[str, int] = {}
 
     def reserve(self, name: str) -> None:
         """Mark a name taken (a function param, for instance)."""
@@ -46,10 +47,14 @@ class NameTable:
 
     def fresh(self, hint: str) -> str:
         """A name not handed out before, derived from `hint`."""
-        name, counter = hint, 0
+        # Resume counting where this hint left off: long functions stay linear, not quadratic.
+        name, counter = hint, self._counter.get(hint, 0)
+        if counter:
+            name = f"{hint}_{counter}"
         while name in self._used:
             counter += 1
             name = f"{hint}_{counter}"
+        self._counter[hint] = counter
         self._used.add(name)
         return name
 

@@ -1,0 +1,408 @@
+"""Structural equality and hashing of IR: modules, Relax and TIR nodes, struct info, prim exprs.
+
+Trees are equal when they have the same shape and values and their variables are bound at
+corresponding definition points; name hints do not matter. The walk is generic over the frozen
+dataclass fields, with a small table of definition points, and uses an explicit stack so that
+long functions need no deep recursion. Imports numpy and the other `ir` modules only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lazyparams.errors import LazyParamsError
+from lazyparams.ir.expr import Function
+from lazyparams.ir.module import IRModule
+from lazyparams.ir.struct_info import ObjectStructInfo
+
+# Binding contexts a value is met in. USE: a reference. DEF: a var is defined here (its own
+# fields, such as its struct info, are references). DEF_SIG: a var is defined here and symbolic
+# dims first met in its fields are defined too. SIG: inside such a defining signature.
+USE, DEF, DEF_SIG, SIG = 0, 1, 2, 3
+
+_DEFINITION_POINTS: dict[tuple[str, str], int] = {
+    ("Function", "params"): DEF_SIG,
+    ("VarBinding", "var"): DEF,
+    ("MatchCast", "var"): DEF_SIG,
+    ("MatchCast", "struct_info"): SIG,
+    ("For", "loop_var"): DEF,
+    ("IterVar", "var"): DEF,
+    ("PrimFunc", "params"): DEF_SIG,
+}
+"""(node class, field) -> the context its value is defined in; class names, not classes, so
+TIR nodes are covered without this layer importing `tir`."""
+
+_VAR_CLASSES = {"Var", "DataflowVar", "PrimVar", "Buffer"}
+"""Nodes compared by binding: equal when bound at corresponding points, not by their fields."""
+
+_IGNORED = {"name_hint", "name"}
+"""Fields of the var-like nodes that are only names, and so never compared."""
+
+_OBJECT = ObjectStructInfo()
+_NUMBERS = (int, float, str)
+
+# Kinds of value the walk dispatches on, decided once per type (isinstance on ABCs is slow).
+SCALAR, SEQUENCE, MAPPING, ARRAY, MODULE, NODE = range(6)
+_KINDS: dict[type, int] = {
+    **dict.fromkeys((type(None), bool, int, float, str, bytes), SCALAR),
+    tuple: SEQUENCE,
+    list: SEQUENCE,
+    np.ndarray: ARRAY,
+    IRModule: MODULE,
+}
+
+
+def _kind_of(cls: type) -> int:
+    """The dispatch kind of a type (subclasses of builtins included), cached."""
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = NODE
+        bases = ((Mapping, MAPPING), (np.generic, SCALAR), (tuple, SEQUENCE), (_NUMBERS, SCALAR))
+        for base, base_kind in bases:
+            if issubclass(cls, base):
+                kind = base_kind
+                break
+        _KINDS[cls] = kind
+    return kind
+
+
+Path = tuple[Any, ...] | None
+"""A path from the root as a linked list `(parent, step)`; a step is a field name (str), an
+index (int) or a key (a 1-tuple). Only rendered into text when a difference is reported."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """How to walk one node class: whether it is var-like, and its fields with their contexts."""
+
+    is_var: bool
+    fields: tuple[tuple[str, int], ...]
+
+
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan(cls: type) -> _Plan:
+    """The cached walk plan of a dataclass node type; -1 means "inherit the context"."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        if not dataclasses.is_dataclass(cls):
+            raise LazyParamsError(
+                "structural comparison: expected an IR node, an IRModule or an attribute value "
+                f"(number, string, tuple, list, dict, None), got {cls.__name__}"
+            )
+        is_var = cls.__name__ in _VAR_CLASSES
+        names = [f.name for f in dataclasses.fields(cls) if not (is_var and f.name in _IGNORED)]
+        ctxs = [_DEFINITION_POINTS.get((cls.__name__, n), -1) for n in names]
+        plan = _PLANS[cls] = _Plan(is_var, tuple(zip(names, ctxs, strict=True)))
+    return plan
+
+
+def _field(node: Any, name: str) -> Any:
+    """A field's value; a var without struct info is treated as `R.Object`, as inference does."""
+    value = getattr(node, name)
+    if value is None and name == "struct_info":
+        return _OBJECT
+    return value
+
+
+def _child_ctx(own: int, ctx: int) -> int:
+    """Context of a node's field: its definition-point context, else SIG propagates, else USE."""
+    if own >= 0:
+        return own
+    return SIG if ctx == SIG else USE
+
+
+def _var_fields_ctx(ctx: int) -> int:
+    """Context of a var's own fields: dims in a defining signature are defined there."""
+    return SIG if ctx in (DEF_SIG, SIG) else USE
+
+
+def _scalar_key(value: Any) -> tuple[str, Any]:
+    """An exact, hashable key of a leaf value: floats by bits (so -0.0 != 0.0, NaN == NaN)."""
+    if isinstance(value, float):
+        return ("float", value.hex())
+    return (type(value).__name__, value)
+
+
+def _leaf_key(value: Any) -> tuple[str, Any]:
+    """The key of a scalar leaf; numpy scalars count as the Python numbers they hold."""
+    return _scalar_key(value.item() if isinstance(value, np.generic) else value)
+
+
+def _array_key(array: np.ndarray[Any, Any]) -> tuple[str, tuple[int, ...]]:
+    return (array.dtype.str, array.shape)
+
+
+def _array_bytes(array: np.ndarray[Any, Any]) -> bytes:
+    return np.ascontiguousarray(array).tobytes()
+
+
+# Equality ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """The first difference found: where it is, why, and the two values there."""
+
+    path: str
+    reason: str
+    lhs: Any
+    rhs: Any
+
+
+_Item = tuple[Any, Any, Path, int]
+
+
+class _Comparer:
+    """Walks two trees in lockstep, binding vars 1:1 at definition points."""
+
+    def __init__(self, map_free_vars: bool, root: str) -> None:
+        self.map_free_vars = map_free_vars
+        self.root = root
+        self.lhs_map: dict[Any, Any] = {}
+        self.rhs_map: dict[Any, Any] = {}
+        self.stack: list[_Item] = []
+
+    def run(self, lhs: Any, rhs: Any) -> Mismatch | None:
+        self.stack.append((lhs, rhs, None, USE))
+        while self.stack:
+            a, b, path, ctx = self.stack.pop()
+            reason = self._step(a, b, path, ctx)
+            if reason is not None:
+                return Mismatch(render_path(self.root, path), reason, a, b)
+        return None
+
+    def _step(self, a: Any, b: Any, path: Path, ctx: int) -> str | None:
+        kind, kind_b = _kind_of(type(a)), _kind_of(type(b))
+        if kind == SCALAR or kind_b == SCALAR:
+            if a is b or (kind == kind_b and _leaf_key(a) == _leaf_key(b)):
+                return None
+            return f"values differ: {_kind(a)} {_brief(a, 80)} vs {_kind(b)} {_brief(b, 80)}"
+        if kind != kind_b or (kind == NODE and type(a) is not type(b)):
+            return f"node types differ: {_kind(a)} vs {_kind(b)}"
+        if kind == SEQUENCE:
+            return self._sequence(a, b, path, ctx)
+        if kind == MAPPING:
+            return self._mapping(a, b, path, ctx)
+        if kind == ARRAY:
+            return _compare_arrays(a, b)
+        if kind == MODULE:
+            return self._module(a, b, path)
+        plan = _plan(type(a))
+        if plan.is_var:
+            return self._var(a, b, path, ctx, plan)
+        self._push_fields(a, b, path, ctx, plan, None)
+        return None
+
+    def _sequence(self, a: Any, b: Any, path: Path, ctx: int) -> str | None:
+        if len(a) != len(b):
+            return f"lengths differ: {len(a)} vs {len(b)}"
+        self.stack.extend((a[i], b[i], (path, i), ctx) for i in reversed(range(len(a))))
+        return None
+
+    def _mapping(
+        self, a: Mapping[Any, Any], b: Mapping[Any, Any], path: Path, ctx: int
+    ) -> str | None:
+        if set(a) != set(b):
+            only_a, only_b = sorted(set(a) - set(b), key=repr), sorted(set(b) - set(a), key=repr)
+            return f"keys differ: lhs only {only_a}, rhs only {only_b}"
+        keys = sorted(a, key=repr)
+        self.stack.extend((a[k], b[k], (path, (k,)), ctx) for k in reversed(keys))
+        return None
+
+    def _module(self, a: IRModule, b: IRModule, path: Path) -> str | None:
+        if set(a.names()) != set(b.names()):
+            return f"function names differ: {sorted(a.names())} vs {sorted(b.names())}"
+        for name in sorted(a.names(), reverse=True):
+            self.stack.append((a[name], b[name], (path, (name,)), USE))
+        self.stack.append((a.attrs, b.attrs, (path, "attrs"), USE))
+        return None
+
+    def _var(self, a: Any, b: Any, path: Path, ctx: int, plan: _Plan) -> str | None:
+        bound_a, bound_b = self.lhs_map.get(a), self.rhs_map.get(b)
+        if bound_a is not None or bound_b is not None:
+            if bound_a is b and bound_b is a:
+                return None
+            return (
+                f"{_var_text(a)} is bound to {_var_text(bound_a)}, "
+                f"but {_var_text(b)} is bound to {_var_text(bound_b)}"
+            )
+        if ctx == USE and not self.map_free_vars and a is not b:
+            return (
+                f"free vars differ: {_var_text(a)} vs {_var_text(b)} (a var not defined in the "
+                "compared code equals only itself unless map_free_vars=True)"
+            )
+        self.lhs_map[a], self.rhs_map[b] = b, a
+        self._push_fields(a, b, path, _var_fields_ctx(ctx), plan, _var_fields_ctx(ctx))
+        return None
+
+    def _push_fields(
+        self, a: Any, b: Any, path: Path, ctx: int, plan: _Plan, fixed: int | None
+    ) -> None:
+        """Queue the field pairs so they are visited in declaration order."""
+        for name, own in reversed(plan.fields):
+            child_ctx = fixed if fixed is not None else _child_ctx(own, ctx)
+            self.stack.append((_field(a, name), _field(b, name), (path, name), child_ctx))
+
+
+def _compare_arrays(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> str | None:
+    if _array_key(a) != _array_key(b):
+        return f"constants differ: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
+    if _array_bytes(a) != _array_bytes(b):
+        return "constant data differs"
+    return None
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def _var_text(var: Any) -> str:
+    if var is None:
+        return "nothing"
+    name = getattr(var, "name_hint", None) or getattr(var, "name", "?")
+    return f"{type(var).__name__} {name!r}"
+
+
+def render_path(root: str, path: Path) -> str:
+    """Text of a path such as `Module["main"].body.blocks[0].bindings[2].value.args[1]`."""
+    steps: list[str] = []
+    while path is not None:
+        path, step = path
+        if isinstance(step, str):
+            steps.append(f".{step}")
+        elif isinstance(step, int):
+            steps.append(f"[{step}]")
+        else:
+            key = step[0]
+            steps.append(f'["{key}"]' if isinstance(key, str) else f"[{key!r}]")
+    return root + "".join(reversed(steps))
+
+
+def _root_name(value: Any) -> str:
+    return "Module" if isinstance(value, IRModule) else type(value).__name__
+
+
+def first_mismatch(lhs: Any, rhs: Any, map_free_vars: bool = False) -> Mismatch | None:
+    """The first structural difference between `lhs` and `rhs`, or None when they are equal."""
+    return _Comparer(map_free_vars, _root_name(lhs)).run(lhs, rhs)
+
+
+def structural_equal(lhs: Any, rhs: Any, map_free_vars: bool = False) -> bool:
+    """Whether two IR trees are equal up to the renaming of vars bound at matching points.
+
+    Modules match functions by name. Var names do not matter, their struct info does; Var and
+    DataflowVar differ; GlobalVars and Ops compare by name, constants by dtype, shape and bytes.
+    A var used but not defined in the compared trees is equal only to itself unless
+    `map_free_vars`, which maps it 1:1 to its counterpart.
+    """
+    return first_mismatch(lhs, rhs, map_free_vars) is None
+
+
+def assert_structural_equal(lhs: Any, rhs: Any, map_free_vars: bool = False) -> None:
+    """Raise `AssertionError` naming the first differing path and printing both sides."""
+    mismatch = first_mismatch(lhs, rhs, map_free_vars)
+    if mismatch is None:
+        return
+    raise AssertionError(
+        f"structural mismatch at {mismatch.path}: {mismatch.reason}\n"
+        f"  lhs there: {_brief(mismatch.lhs)}\n  rhs there: {_brief(mismatch.rhs)}\n"
+        f"--- lhs ---\n{_show(lhs)}\n--- rhs ---\n{_show(rhs)}"
+    )
+
+
+def _brief(value: Any, limit: int = 300) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _show(value: Any) -> str:
+    """Script text of a module or function when a printer is installed, else its repr."""
+    module: IRModule | None = None
+    if isinstance(value, IRModule):
+        module = value
+    elif isinstance(value, Function):
+        module = IRModule({str(value.attrs.get("global_symbol", "main")): value})
+    if module is not None:
+        try:
+            return module.script()
+        except Exception:  # the printer may be absent or reject broken IR: a repr still helps
+            return "\n".join(f"{name}: {_brief(f, 20_000)}" for name, f in module.items())
+    return _brief(value, 20_000)
+
+
+# Hashing -------------------------------------------------------------------------------------
+
+
+class _Hasher:
+    """Walks one tree in the comparer's order, emitting tokens; vars by first-occurrence index."""
+
+    def __init__(self) -> None:
+        self.tokens: list[Any] = []
+        self.var_index: dict[Any, int] = {}
+
+    def run(self, root: Any) -> int:
+        stack: list[Any] = [root]
+        while stack:
+            self._step(stack.pop(), stack)
+        digest = hashlib.blake2b(repr(self.tokens).encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "little")
+
+    def _step(self, node: Any, stack: list[Any]) -> None:
+        tokens, kind = self.tokens, _kind_of(type(node))
+        if kind == SCALAR:
+            tokens.append(_leaf_key(node))
+        elif kind == SEQUENCE:
+            tokens.append(("seq", len(node)))
+            stack.extend(reversed(node))
+        elif kind == MAPPING:
+            keys = sorted(node, key=repr)
+            tokens.append(("map", tuple(_scalar_key(k) for k in keys)))
+            stack.extend(node[k] for k in reversed(keys))
+        elif kind == ARRAY:
+            data = hashlib.blake2b(_array_bytes(node), digest_size=16).hexdigest()
+            tokens.append(("array", _array_key(node), data))
+        elif kind == MODULE:
+            names = sorted(node.names())
+            tokens.append(("module", tuple(names)))
+            stack.extend(node[n] for n in reversed(names))
+            stack.append(node.attrs)
+        else:
+            self._node(node, stack)
+
+    def _node(self, node: Any, stack: list[Any]) -> None:
+        plan = _plan(type(node))
+        if plan.is_var:
+            index = self.var_index.get(node)
+            if index is not None:
+                self.tokens.append(("ref", index))
+                return
+            self.var_index[node] = len(self.var_index)
+        self.tokens.append(("node", type(node).__name__))
+        stack.extend(_field(node, name) for name, _ in reversed(plan.fields))
+
+
+def structural_hash(value: Any) -> int:
+    """A 64-bit hash consistent with `structural_equal` (under either `map_free_vars`).
+
+    Vars hash by the position of their first occurrence, so renamed but equal trees agree; the
+    value is stable across processes.
+    """
+    return _Hasher().run(value)
+
+
+__all__ = [
+    "Mismatch",
+    "assert_structural_equal",
+    "first_mismatch",
+    "render_path",
+    "structural_equal",
+    "structural_hash",
+]
