@@ -1,0 +1,262 @@
+"""`Tensor`: a symbolic array that records numpy-style operations as Relax bindings.
+
+Shapes are static ints; every method binds one or a few operator calls through the tracer and
+returns new tensors. numpy functions and ufuncs called on a Tensor dispatch here too.
+Imports `ir` and the frontend's own modules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+from lazyparams.frontend.location import trace_error
+from lazyparams.frontend.tracer import Tracer, located
+from lazyparams.frontend.values import (
+    BadValue,
+    DType,
+    constant_array,
+    dtype_name,
+    is_scalar,
+    scalar_array,
+)
+from lazyparams.ir.dtype import is_float, itemsize
+from lazyparams.ir.expr import Constant, Expr, Var
+from lazyparams.ir.struct_info import TensorStructInfo
+
+_BINARY = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
+
+
+class Tensor:
+    """A traced value of static shape and dtype; it holds the Relax var bound to it."""
+
+    __slots__ = ("_shape", "dtype", "tracer", "var")
+
+    def __init__(self, tracer: Tracer, var: Var) -> None:
+        sinfo = var.struct_info
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.static_shape is None:
+            raise trace_error("trace", f"expected a tensor of static shape, got {sinfo}")
+        self.tracer = tracer
+        self.var = var
+        self._shape: tuple[int, ...] = sinfo.static_shape
+        self.dtype: str = DType(sinfo.dtype)
+
+    # numpy attributes ------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * itemsize(self.dtype)
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise trace_error("len()", "expected a tensor of rank >= 1, got a 0-d tensor")
+        return self._shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.var.name_hint}, shape={self._shape}, dtype={self.dtype!r})"
+
+    # Layout ----------------------------------------------------------------------------------
+
+    @property
+    def T(self) -> Tensor:
+        return self.transpose()
+
+    def transpose(self, *axes: Any) -> Tensor:
+        """numpy's `transpose()`, `transpose(1, 0)` and `transpose((1, 0))`."""
+        from lazyparams.frontend import ops
+
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            return ops.transpose(self, axes[0])
+        return ops.transpose(self, axes or None)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        """numpy's `reshape(2, 3)` and `reshape((2, 3))`, with at most one -1."""
+        from lazyparams.frontend import ops
+
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            return ops.reshape(self, shape[0])
+        return ops.reshape(self, shape)
+
+    def astype(self, dtype: object) -> Tensor:
+        from lazyparams.frontend import ops
+
+        return ops.cast(self, dtype)
+
+    def squeeze(self, axis: int | tuple[int, ...] | None = None) -> Tensor:
+        from lazyparams.frontend import ops
+
+        return ops.squeeze(self, axis)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        from lazyparams.frontend.indexing import index
+
+        return index(self, key)
+
+    # Arithmetic ------------------------------------------------------------------------------
+
+    def __add__(self, other: Any) -> Tensor:
+        return binary("+", self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return binary("+", other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return binary("-", self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return binary("-", other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return binary("*", self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return binary("*", other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return binary("/", self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return binary("/", other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        from lazyparams.frontend import ops
+
+        return ops.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        from lazyparams.frontend import ops
+
+        return ops.matmul(other, self)
+
+    def __neg__(self) -> Tensor:
+        # -x is x * -1: the same bits as numpy's negative, zeros' signs included.
+        return binary("*", self, -1)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    # Refused operations: say so at the user's line rather than fail deep inside numpy.
+
+    def __bool__(self) -> bool:
+        _unsupported("bool()", "a traced tensor has no value; branch on shapes or names instead")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _unsupported("np.asarray()", "a traced tensor has no data while tracing")
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from lazyparams.frontend.dispatch import ufunc_call
+
+        return ufunc_call(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        from lazyparams.frontend.dispatch import function_call
+
+        return function_call(func, args, kwargs)
+
+    # Identity hashing stays, so tensors can key dicts; == would mean an elementwise mask.
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> NoReturn:
+        _unsupported("==", "comparisons are not traceable")
+
+    def __ne__(self, other: object) -> NoReturn:
+        _unsupported("!=", "comparisons are not traceable")
+
+    def __lt__(self, other: Any) -> NoReturn:
+        _unsupported("<", "comparisons are not traceable")
+
+    def __le__(self, other: Any) -> NoReturn:
+        _unsupported("<=", "comparisons are not traceable")
+
+    def __gt__(self, other: Any) -> NoReturn:
+        _unsupported(">", "comparisons are not traceable")
+
+    def __ge__(self, other: Any) -> NoReturn:
+        _unsupported(">=", "comparisons are not traceable")
+
+    def __floordiv__(self, other: Any) -> NoReturn:
+        _unsupported("//", "floor division is not among the traceable operations")
+
+    def __mod__(self, other: Any) -> NoReturn:
+        _unsupported("%", "modulo is not among the traceable operations")
+
+    def __pow__(self, other: Any) -> NoReturn:
+        _unsupported("**", "powers are not among the traceable operations")
+
+    def __setitem__(self, key: Any, value: Any) -> NoReturn:
+        _unsupported("item assignment", "traced tensors are immutable; build a new one")
+
+
+def _unsupported(what: str, why: str) -> NoReturn:
+    raise trace_error(what, f"unsupported operation: {why}")
+
+
+def binary(symbol: str, left: Any, right: Any) -> Tensor:
+    """Trace `left <symbol> right` where at least one side is a Tensor."""
+    what = f"operator {symbol}"
+    tracer, like = _owner(left, right, what)
+    lhs = operand(tracer, left, like.dtype, what)
+    rhs = operand(tracer, right, like.dtype, what)
+    if symbol == "/" and not is_float(like.dtype):
+        _unsupported(what, f"expected float tensors for true division, got {like.dtype}")
+    return Tensor(tracer, tracer.emit_op(_BINARY[symbol], (lhs, rhs), {}, what))
+
+
+def _owner(left: Any, right: Any, what: str) -> tuple[Tracer, Tensor]:
+    like = tensor_operand(left if isinstance(left, Tensor) else right, what)
+    return like.tracer, like
+
+
+def operand(tracer: Tracer, value: Any, dtype: str, what: str) -> Expr:
+    """An operand for an op next to tensors of `dtype`: a var, or a constant for plain values."""
+    if isinstance(value, Tensor):
+        if value.tracer is not tracer:
+            raise trace_error(what, "expected tensors of the same trace, got tensors of two")
+        value.tracer.check_running(what)
+        return value.var
+    if not is_scalar(value):
+        return constant_expr(value, what)
+    try:
+        return Constant(scalar_array(value, dtype))
+    except BadValue as err:
+        raise located(what, err) from None
+
+
+def constant_expr(value: Any, what: str) -> Constant:
+    """A numpy array (or numpy scalar) as a constant, or a located error for anything else."""
+    try:
+        return Constant(constant_array(value))
+    except BadValue as err:
+        raise located(what, err) from None
+
+
+def tensor_operand(value: Any, what: str) -> Tensor:
+    """`value` itself when it is a Tensor of a running trace, else a located TraceError."""
+    if not isinstance(value, Tensor):
+        raise trace_error(what, f"expected a traced tensor, got {type(value).__name__}")
+    value.tracer.check_running(what)
+    return value
+
+
+def checked_dtype(dtype: object, what: str) -> str:
+    """`dtype_name(dtype)` with a located error."""
+    try:
+        return dtype_name(dtype)
+    except BadValue as err:
+        raise located(what, err) from None
