@@ -32,6 +32,7 @@ from lazyparams.ir.prim import (
     StringImm,
     Sub,
 )
+from lazyparams.tir.eval import PrimFuncKernel, compile_prim_func, eval_prim_func, eval_scalar
 from lazyparams.tir.nodes import (
     Block,
     Buffer,
@@ -82,6 +83,7 @@ __all__ = [
     "Or",
     "PrimExpr",
     "PrimFunc",
+    "PrimFuncKernel",
     "PrimVar",
     "Range",
     "Select",
@@ -90,4 +92,7 @@ __all__ = [
     "StringImm",
     "Sub",
     "Var",
+    "compile_prim_func",
+    "eval_prim_func",
+    "eval_scalar",
 ]

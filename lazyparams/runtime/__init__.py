@@ -1,0 +1,31 @@
+"""The runtime: a virtual machine that runs Relax functions on numpy arrays, its numpy kernels
+per op, the extern registry and the memory meter.
+
+Imports `ir`, `tir`, `op` and `analysis`.
+"""
+
+from lazyparams.runtime import quant as _quant  # noqa: F401  (registers the quantization kernels)
+from lazyparams.runtime.kernels import KERNELS, kernel, run_kernel
+from lazyparams.runtime.memory import MemoryMeter, MemoryStats, TimelineEntry
+from lazyparams.runtime.registry import (
+    get_global_func,
+    global_func_names,
+    register_func,
+    remove_global_func,
+)
+from lazyparams.runtime.vm import DEFAULT_HANDOFF, VirtualMachine
+
+__all__ = [
+    "DEFAULT_HANDOFF",
+    "KERNELS",
+    "MemoryMeter",
+    "MemoryStats",
+    "TimelineEntry",
+    "VirtualMachine",
+    "get_global_func",
+    "global_func_names",
+    "kernel",
+    "register_func",
+    "remove_global_func",
+    "run_kernel",
+]

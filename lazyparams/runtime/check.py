@@ -1,0 +1,116 @@
+"""Load-time checks of Relax functions: everything the VM will be asked to run, it can run.
+
+Every op has a kernel, every `call_tir` names a checked PrimFunc with matching arity and writes
+only its outputs, every `kill_object` kills a var, no nested function hides in a binding.
+Imports `ir`, `tir`, `op` (messages) and `runtime.kernels`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from lazyparams.errors import RuntimeExecError
+from lazyparams.ir.expr import Call, Function, GlobalVar, Op, Tuple, Var
+from lazyparams.ir.functor import ExprVisitor
+from lazyparams.ir.infer import struct_info_of
+from lazyparams.ir.module import IRModule
+from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
+from lazyparams.op.describe import describe
+from lazyparams.runtime.kernels import KERNELS
+from lazyparams.tir.eval import PrimFuncKernel
+
+VM_OPS = ("call_tir", "vm.kill_object")
+"""Ops the VM runs itself rather than through a kernel."""
+
+
+def call_tir_outputs(call: Call) -> tuple[list[TensorStructInfo], bool]:
+    """The output tensors a `call_tir` declares, and whether its result is a tuple."""
+    sinfos = list(call.sinfo_args)
+    as_tuple = len(sinfos) != 1
+    if len(sinfos) == 1 and isinstance(sinfos[0], TupleStructInfo):
+        sinfos, as_tuple = list(sinfos[0].fields), True
+    tensors = [s for s in sinfos if isinstance(s, TensorStructInfo)]
+    if not sinfos or len(tensors) != len(sinfos):
+        got = ", ".join(describe(s) for s in sinfos) or "none"
+        raise RuntimeExecError(f"call_tir: expected out_sinfo of tensors, got {got}")
+    return tensors, as_tuple
+
+
+def check_function(
+    mod: IRModule, name: str, func: Function, prims: Mapping[str, PrimFuncKernel]
+) -> None:
+    """Raise `RuntimeExecError`, naming the binding, for anything the VM could not run."""
+    checker = _Checker(mod, prims)
+    for index, binding in enumerate(func.bindings()):
+        checker.where = f"function {name}, binding {index} ({binding.var.name_hint})"
+        checker.visit_expr(binding.value)
+    checker.where = f"function {name}: result"
+    checker.visit_expr(func.body.body)
+
+
+class _Checker(ExprVisitor):
+    def __init__(self, mod: IRModule, prims: Mapping[str, PrimFuncKernel]) -> None:
+        self.mod, self.prims, self.where = mod, prims, ""
+
+    def fail(self, message: str) -> None:
+        raise RuntimeExecError(f"{self.where}: {message}")
+
+    def visit_function_(self, func: Function) -> None:
+        self.fail("expected no nested function, got one (lift it into the module)")
+
+    def visit_global_var_(self, gvar: GlobalVar) -> None:
+        if gvar.name_hint not in self.mod:
+            self.fail(f"expected a function of the module, got {gvar.name_hint}")
+
+    def visit_call_(self, call: Call) -> None:
+        if isinstance(call.op, Op):
+            if call.op.name == "call_tir":
+                self._call_tir(call)
+            elif call.op.name == "vm.kill_object":
+                if len(call.args) != 1 or not isinstance(call.args[0], Var):
+                    self.fail("kill_object expected one var, got something else")
+            elif call.op.name not in KERNELS:
+                self.fail(f"R.{call.op.name} expected an op with a numpy kernel, got none")
+        super().visit_call_(call)
+
+    def _call_tir(self, call: Call) -> None:
+        func = call.args[0] if call.args else None
+        if not isinstance(func, GlobalVar) or func.name_hint not in self.prims:
+            self.fail(f"call_tir expected a PrimFunc of the module, got {_show(func)}")
+        assert isinstance(func, GlobalVar)
+        try:
+            outputs, _ = call_tir_outputs(call)
+        except RuntimeExecError as err:
+            self.fail(str(err))
+        for sinfo in outputs:
+            if sinfo.shape is None or not sinfo.dtype:
+                self.fail(
+                    f"call_tir expected outputs of known shape and dtype, got {describe(sinfo)}"
+                )
+        kernel = self.prims[func.name_hint]
+        n_inputs = _arity(call)
+        if n_inputs is not None and n_inputs + len(outputs) != len(kernel.func.params):
+            self.fail(
+                f"call_tir of {func.name_hint} expected {len(kernel.func.params)} inputs "
+                f"and outputs, got {n_inputs} inputs and {len(outputs)} outputs"
+            )
+        if n_inputs is not None and any(i < n_inputs for i in kernel.written):
+            self.fail(
+                f"call_tir of {func.name_hint}: expected the PrimFunc to write only its "
+                "outputs, got one that writes an input"
+            )
+
+
+def _arity(call: Call) -> int | None:
+    """How many inputs a call_tir passes, when it can be known before running."""
+    if len(call.args) < 2:
+        return 0
+    args = call.args[1]
+    if isinstance(args, Tuple):
+        return len(args.fields)
+    sinfo = struct_info_of(args)
+    return len(sinfo.fields) if isinstance(sinfo, TupleStructInfo) else None
+
+
+def _show(expr: object) -> str:
+    return getattr(expr, "name_hint", type(expr).__name__)

@@ -1,0 +1,226 @@
+"""Every op's numpy kernel against a plain numpy oracle, written independently of the kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import lazyparams.op  # noqa: F401  (registers the ops)
+from lazyparams.errors import RuntimeExecError
+from lazyparams.ir.op_registry import registered_ops
+from lazyparams.runtime import KERNELS, run_kernel
+from lazyparams.runtime.check import VM_OPS
+
+RNG = np.random.default_rng(7)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _x(*shape: int, dtype: Any = np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def _same(got: Any, want: Any) -> None:
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            _same(g, w)
+        return
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_every_registered_op_has_a_kernel() -> None:
+    missing = sorted(set(registered_ops()) - set(KERNELS) - set(VM_OPS))
+    assert missing == []
+
+
+X = _x(2, 3, 4)
+CASES: list[tuple[str, list[Any], dict[str, Any], Any]] = [
+    ("permute_dims", [X], {"axes": (2, 0, 1)}, np.transpose(X, (2, 0, 1))),
+    ("permute_dims", [X], {"axes": None}, X.T),
+    ("reshape", [X], {"shape": (6, -1)}, X.reshape(6, 4)),
+    ("expand_dims", [X], {"axis": 1}, X[:, None]),
+    ("expand_dims", [X], {"axis": (0, -1)}, X[None, ..., None]),
+    ("astype", [X], {"dtype": "float16"}, X.astype(np.float16)),
+    ("astype", [X], {"dtype": "bfloat16"}, X.astype(BF16)),
+    ("astype", [X * 10], {"dtype": "int8"}, (X * 10).astype(np.int8)),
+    ("concat", [(X, X * 2)], {"axis": 1}, np.concatenate([X, X * 2], axis=1)),
+    ("split", [X], {"indices_or_sections": 2, "axis": 2}, (X[..., :2], X[..., 2:])),
+    (
+        "split",
+        [X],
+        {"indices_or_sections": (1, 3), "axis": -1},
+        (X[..., :1], X[..., 1:3], X[..., 3:]),
+    ),
+    (
+        "strided_slice",
+        [X],
+        {"axes": (1, 2), "begin": (0, 3), "end": (3, 0), "strides": (2, -1)},
+        X[:, 0:3:2, 3:0:-1],
+    ),
+    ("strided_slice", [X], {"axes": (0,), "begin": (1,), "end": (99,), "strides": None}, X[1:]),
+    ("take", [X, np.array([2, 0, 2])], {"axis": 1}, X[:, [2, 0, 2]]),
+    ("take", [X, np.array([[0, 23]])], {"axis": None}, X.reshape(-1)[[[0, 23]]]),
+    ("add", [X, X[0]], {}, X + X[0]),
+    ("subtract", [X, X[:, :1]], {}, X - X[:, :1]),
+    (
+        "multiply",
+        [X.astype(np.float16), X[0, 0].astype(np.float16)],
+        {},
+        X.astype(np.float16) * X[0, 0].astype(np.float16),
+    ),
+    ("divide", [X, X + 3], {}, X / (X + 3)),
+    (
+        "divide",
+        [np.array([7, -7, 7, -7], np.int32), np.array([2, 2, -2, -2], np.int32)],
+        {},
+        np.array([3, -3, -3, 3], np.int32),
+    ),
+    ("matmul", [_x(3, 5), _x(5, 2)], {"out_dtype": None}, None),
+    ("zeros", [], {"shape": (2, 0, 3), "dtype": "bfloat16"}, np.zeros((2, 0, 3), BF16)),
+    ("ones", [], {"shape": (4,), "dtype": "int8"}, np.ones(4, np.int8)),
+]
+
+
+@pytest.mark.parametrize(("name", "ops", "attrs", "want"), CASES, ids=[c[0] for c in CASES])
+def test_kernel_matches_numpy(name: str, ops: list[Any], attrs: dict[str, Any], want: Any) -> None:
+    if want is None:  # matmul: the oracle needs the operands
+        want = ops[0] @ ops[1]
+    _same(run_kernel(name, ops, attrs), want)
+
+
+def test_matmul_out_dtype_and_bfloat16() -> None:
+    a, b = _x(2, 3, 4), _x(4, 5)
+    _same(
+        run_kernel("matmul", [a, b], {"out_dtype": "float64"}),
+        a.astype(np.float64) @ b.astype(np.float64),
+    )
+    a16, b16 = a.astype(BF16), b.astype(BF16)
+    want = (a16.astype(np.float32) @ b16.astype(np.float32)).astype(BF16)
+    _same(run_kernel("matmul", [a16, b16], {"out_dtype": None}), want)
+
+
+def test_results_never_share_memory_with_operands() -> None:
+    """Views (reshape, split, slices, expand_dims) are materialised: one owner per value."""
+    for name, ops, attrs, _ in CASES:
+        result = run_kernel(name, ops, attrs)
+        for leaf in result if isinstance(result, tuple) else (result,):
+            for operand in ops:
+                for arr in operand if isinstance(operand, tuple) else (operand,):
+                    assert not np.may_share_memory(leaf, arr), name
+
+
+# Quantization: oracles written from the op conventions, element by element where it is clearer.
+
+
+def _int8_oracle(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    moved = np.moveaxis(x.astype(np.float32), axis, 0)
+    scales = []
+    for row in moved:
+        amax = np.float32(np.abs(row).max()) if row.size else np.float32(0)
+        scales.append(np.float32(1) if amax == 0 else amax / np.float32(127))
+    scale = np.array(scales, np.float32)
+    q = np.clip(np.rint(moved / scale.reshape((-1,) + (1,) * (x.ndim - 1))), -127, 127)
+    return np.moveaxis(q.astype(np.int8), 0, axis), scale
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_quantize_int8(axis: int) -> None:
+    x = _x(4, 6, 3)
+    x[:, 0] = 0
+    _same(run_kernel("quantize_int8", [x], {"axis": axis}), _int8_oracle(x, axis))
+
+
+def test_quantize_int8_rounds_half_to_even_and_zero_rows_scale_one() -> None:
+    x = np.array([[127, 0.5, 1.5, 2.5, -0.5, -1.5], [0, 0, 0, 0, 0, 0]], np.float32)
+    q, scale = run_kernel("quantize_int8", [x], {"axis": 0})
+    np.testing.assert_array_equal(scale, [1, 1])
+    np.testing.assert_array_equal(q[0], [127, 0, 2, 2, 0, -2])
+    np.testing.assert_array_equal(q[1], 0)
+
+
+def test_dequantize_int8_inverts_within_half_a_step() -> None:
+    x = _x(5, 8).astype(np.float16)
+    q, scale = run_kernel("quantize_int8", [x], {"axis": 1})
+    back = run_kernel("dequantize_int8", [q, scale], {"axis": 1})
+    assert back.dtype == np.float32
+    np.testing.assert_array_equal(back, q.astype(np.float32) * scale[None, :])
+    assert np.all(np.abs(back - x.astype(np.float32)) <= scale[None, :] / 2 + 1e-6)
+
+
+def _int4_oracle(x: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray]:
+    n, k = x.shape
+    packed = np.zeros((n, k // 2), np.uint8)
+    scale = np.zeros((n, k // group), np.float32)
+    for r in range(n):
+        for g in range(k // group):
+            amax = np.float32(np.abs(x[r, g * group : (g + 1) * group]).max())
+            scale[r, g] = np.float32(1) if amax == 0 else amax / np.float32(7)
+        for j in range(0, k, 2):
+            nibbles = []
+            for c in (j, j + 1):
+                q = int(np.clip(np.rint(np.float32(x[r, c]) / scale[r, c // group]), -8, 7))
+                nibbles.append(q & 0xF)
+            packed[r, j // 2] = nibbles[0] | (nibbles[1] << 4)
+    return packed, scale
+
+
+def test_quantize_int4_packs_low_nibble_first() -> None:
+    x = _x(3, 16) * 4
+    x[1, :8] = 0
+    _same(run_kernel("quantize_int4", [x], {"group_size": 8}), _int4_oracle(x, 8))
+
+
+def test_int4_round_trip_and_nibble_order() -> None:
+    x = np.array([[7, -8, 1, -1]], np.float32)  # scale 8/7: q = round(x * 7 / 8)
+    packed, scale = run_kernel("quantize_int4", [x], {"group_size": 4})
+    np.testing.assert_array_equal(scale, [[np.float32(8) / np.float32(7)]])
+    q = np.clip(np.rint(x / scale[0, 0]), -8, 7).astype(np.int8)
+    assert packed[0, 0] == (int(q[0, 0]) & 0xF) | ((int(q[0, 1]) & 0xF) << 4)
+    back = run_kernel("dequantize_int4", [packed, scale], {"group_size": 4})
+    np.testing.assert_array_equal(back, q.astype(np.float32) * scale[0, 0])
+
+
+@pytest.mark.parametrize(
+    ("name", "ops", "attrs", "message"),
+    [
+        (
+            "divide",
+            [np.array([1], np.int32), np.array([0], np.int32)],
+            {},
+            "expected non-zero integer divisors",
+        ),
+        (
+            "add",
+            [np.zeros(2, np.float32), np.zeros(2, np.float16)],
+            {},
+            "expected operands of one dtype, got float32 and float16",
+        ),
+        (
+            "take",
+            [np.zeros(3, np.float32), np.array([3])],
+            {"axis": 0},
+            "R.take: index 3 is out of bounds",
+        ),
+        ("reshape", [np.zeros(6, np.float32)], {"shape": (4, -1)}, "R.reshape: cannot reshape"),
+        (
+            "quantize_int4",
+            [np.zeros((2, 6), np.float32)],
+            {"group_size": 4},
+            "expected K even and divisible by group_size 4, got K = 6",
+        ),
+        (
+            "dequantize_int8",
+            [np.zeros((2, 3), np.int8), np.zeros(2, np.float32)],
+            {"axis": 1},
+            "expected 3 scales",
+        ),
+        ("no_such_op", [], {}, "R.no_such_op: expected an op with a numpy kernel"),
+    ],
+)
+def test_kernel_errors(name: str, ops: list[Any], attrs: dict[str, Any], message: str) -> None:
+    with pytest.raises(RuntimeExecError, match=message):
+        run_kernel(name, ops, attrs)
