@@ -116,7 +116,9 @@ class VirtualMachine:
             raise RuntimeExecError(f"expected an IRModule, got {type(mod).__name__}")
         self.mod = mod
         self._externs: dict[str, Callable[..., Any]] = {}
-        for name, fn in (externs or {}).items():
+        # Traced numpy kernels travel with the module; explicit externs may override them.
+        kernels: Mapping[str, Callable[..., Any]] = mod.attrs.get("numpy_kernels", {})
+        for name, fn in {**kernels, **(externs or {})}.items():
             self.register(name, fn)
         self._handoff = frozenset(handoff)
         self._meter = MemoryMeter()

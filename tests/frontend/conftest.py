@@ -16,12 +16,10 @@ Arrays = dict[str, np.ndarray]
 
 
 def _vm(mod: IRModule) -> Any:
+    """A VM of `mod`: it registers the module's traced numpy kernels itself."""
     from lazyparams.runtime import VirtualMachine
 
-    vm = VirtualMachine(mod)
-    for name, fn in mod.attrs.get("numpy_kernels", {}).items():
-        vm.register(name, fn)
-    return vm
+    return VirtualMachine(mod)
 
 
 def run_eager(mod: IRModule, arrays: Mapping[str, np.ndarray]) -> Arrays:
