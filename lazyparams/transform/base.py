@@ -1,0 +1,80 @@
+"""The pass protocol: a `Pass` maps an IRModule to a new IRModule and never mutates its input.
+
+`FunctionPass` rewrites Relax functions one at a time; `Sequential` chains passes.
+Imports `ir` only.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from lazyparams.errors import TransformError
+from lazyparams.ir import Function, IRModule
+
+
+class Pass(ABC):
+    """A module-to-module transformation; an instance is called as `pass_(mod)`."""
+
+    @property
+    def name(self) -> str:
+        """The pass's name, used in error messages."""
+        return type(self).__name__
+
+    def __call__(self, mod: IRModule) -> IRModule:
+        if not isinstance(mod, IRModule):
+            raise TransformError(f"{self.name}: expected an IRModule, got {type(mod).__name__}")
+        return self.transform_module(mod)
+
+    @abstractmethod
+    def transform_module(self, mod: IRModule) -> IRModule:
+        """The rewritten module (a new object; `mod` itself is left as it was)."""
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
+
+
+class FunctionPass(Pass):
+    """A pass that rewrites some Relax functions of a module independently of each other."""
+
+    def selected(self, mod: IRModule) -> list[str]:
+        """Names of the functions to rewrite (by default every Relax function)."""
+        return [name for name, _ in mod.relax_functions()]
+
+    def transform_module(self, mod: IRModule) -> IRModule:
+        result = mod
+        for name in self.selected(mod):
+            func = mod[name]
+            assert isinstance(func, Function)
+            new_func = self.transform_function(name, func)
+            if new_func is not func:
+                result = result.with_function(name, new_func)
+        return result
+
+    @abstractmethod
+    def transform_function(self, name: str, func: Function) -> Function:
+        """The rewritten function (`func` itself when nothing changes)."""
+
+
+class Sequential(Pass):
+    """Runs passes one after the other: `Sequential([a, b])(mod) == b(a(mod))`."""
+
+    def __init__(self, passes: Sequence[Pass]) -> None:
+        if isinstance(passes, Pass) or not isinstance(passes, Sequence):
+            raise TransformError(
+                f"Sequential: expected a list of passes, got {type(passes).__name__}"
+            )
+        for i, item in enumerate(passes):
+            if not isinstance(item, Pass):
+                raise TransformError(
+                    f"Sequential: expected passes[{i}] to be a Pass, got {type(item).__name__}"
+                )
+        self.passes: tuple[Pass, ...] = tuple(passes)
+
+    def transform_module(self, mod: IRModule) -> IRModule:
+        for item in self.passes:
+            mod = item(mod)
+        return mod
+
+    def __repr__(self) -> str:
+        return f"Sequential([{', '.join(repr(p) for p in self.passes)}])"

@@ -1,0 +1,41 @@
+"""LazyGetInput: the weights of a function become loads through a callback param.
+
+The function takes `fget_param` (`R.Callable([R.Prim("int64"), R.Object], R.Object)`, impure)
+right after its runtime inputs, and reads weight i as `fget_param(R.prim_value(i), R.str(name))`
+at its first use; `num_input` counts the callback. Loads are impure, so the function becomes
+impure and loses its dataflow blocks. Imports `ir`, `op` and `analysis`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lazyparams.ir import Function, IRModule, Var
+from lazyparams.transform.base import FunctionPass
+from lazyparams.transform.lazy_inputs import weight_inputs
+from lazyparams.transform.lazy_rewrite import CallStyle, LazyStyle, rewrite_lazy
+from lazyparams.transform.to_non_dataflow import to_non_dataflow
+from lazyparams.transform.util import CALLBACK_SINFO, num_input, select_functions
+
+
+class LazyGetInput(FunctionPass):
+    """Load weights on demand through an `fget_param(index, name)` callback param.
+
+    Applies to functions whose name ends with `transform_params`, or to `func_names`.
+    """
+
+    def __init__(self, func_names: Sequence[str] | None = None) -> None:
+        self.func_names = None if func_names is None else tuple(func_names)
+
+    def selected(self, mod: IRModule) -> list[str]:
+        return select_functions(mod, self.func_names, self.name)
+
+    def transform_function(self, name: str, func: Function) -> Function:
+        first = num_input(func, name, self.name)
+        inputs = weight_inputs(func, first)
+        fget = Var("fget_param", CALLBACK_SINFO)
+        params = (*func.params[:first], fget)
+        style = LazyStyle(CallStyle(fget, (), with_name=True), None)
+        lazy = rewrite_lazy(func, inputs, style, params, f"{self.name}: function {name!r}")
+        attrs = {**func.attrs, "num_input": first + 1}
+        return to_non_dataflow(Function(params, lazy.body, lazy.ret_struct_info, False, attrs))

@@ -1,0 +1,139 @@
+"""Small helpers shared by the passes: building the extern calls they emit, recognising calls
+again, selecting functions, and the symbolic dims an expression or struct info mentions.
+
+Imports `ir` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+from lazyparams.errors import TransformError
+from lazyparams.ir import (
+    Call,
+    Expr,
+    ExternFunc,
+    FuncStructInfo,
+    Function,
+    IRModule,
+    ObjectStructInfo,
+    Op,
+    PrimStructInfo,
+    StructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+    Var,
+)
+from lazyparams.ir.prim import PrimExpr, PrimVar
+
+KILL_OP = "vm.kill_object"
+
+CALLBACK_SINFO = FuncStructInfo(
+    (PrimStructInfo("int64"), ObjectStructInfo()), ObjectStructInfo(), False
+)
+"""`R.Callable([R.Prim("int64"), R.Object], R.Object, purity=False)`: fget_param / fset_output."""
+
+
+def is_kill(expr: Expr) -> bool:
+    """Whether `expr` is a `R.vm.kill_object(...)` call."""
+    return isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name == KILL_OP
+
+
+def is_op_call(expr: Expr, name: str) -> bool:
+    """Whether `expr` calls the registered op `name`."""
+    return isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name == name
+
+
+def packed_call(callee: Expr, args: Sequence[Expr]) -> Call:
+    """A call returning an opaque object: `R.call_packed(name, ...)` or a callback var call."""
+    sinfo_args = (ObjectStructInfo(),) if isinstance(callee, ExternFunc) else ()
+    return Call(callee, tuple(args), {}, sinfo_args)
+
+
+HANDOFF = ("set_item", "fset_output")
+"""Callees that take ownership of what they are given, as the VM counts them by default."""
+
+
+def is_handoff(expr: Expr, handoff: Collection[str]) -> bool:
+    """Whether `expr` calls a hand-off callee: an extern or callback param named in `handoff`.
+
+    What a hand-off is given belongs to the sink from then on; what it returns is a receipt,
+    not a buffer of the function.
+    """
+    if not isinstance(expr, Call):
+        return False
+    if isinstance(expr.op, ExternFunc):
+        return expr.op.global_symbol in handoff
+    return isinstance(expr.op, Var) and expr.op.name_hint in handoff
+
+
+def select_functions(mod: IRModule, names: Sequence[str] | None, pass_name: str) -> list[str]:
+    """The Relax functions a lazy pass rewrites: those named in `names`, or by default every
+    function whose name ends with `transform_params`."""
+    if names is None:
+        return [n for n, _ in mod.relax_functions() if n.endswith("transform_params")]
+    for name in names:
+        if name not in mod:
+            raise TransformError(
+                f"{pass_name}: expected a function named {name!r}, got a module of {mod.names()}"
+            )
+        if not isinstance(mod[name], Function):
+            kind = type(mod[name]).__name__
+            raise TransformError(
+                f"{pass_name}: expected {name!r} to be a Relax function, got a {kind}"
+            )
+    return list(names)
+
+
+def num_input(func: Function, name: str, pass_name: str) -> int:
+    """The function's `num_input` attr (0 when absent), checked against its params."""
+    value = func.attrs.get("num_input", 0)
+    value = getattr(value, "value", value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= len(func.params):
+        raise TransformError(
+            f"{pass_name}: function {name!r}: expected num_input between 0 and "
+            f"{len(func.params)}, got {value!r}"
+        )
+    return value
+
+
+# Symbolic dims ------------------------------------------------------------------------------
+
+
+def prim_vars(obj: Any) -> list[PrimVar]:
+    """The symbolic vars `obj` mentions (a prim expr, struct info, Relax expr or attr value),
+    in order of first appearance; the struct info of Relax vars it reads is not entered."""
+    found: dict[PrimVar, None] = {}
+    _collect_prim_vars(obj, found)
+    return list(found)
+
+
+def _collect_prim_vars(obj: Any, found: dict[PrimVar, None]) -> None:
+    if isinstance(obj, PrimVar):
+        found[obj] = None
+    elif isinstance(obj, Var | Op | ExternFunc | str | int | float | bool) or obj is None:
+        return
+    elif isinstance(obj, PrimExpr | StructInfo | Expr) and dataclasses.is_dataclass(obj):
+        for f in dataclasses.fields(obj):
+            _collect_prim_vars(getattr(obj, f.name), found)
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            _collect_prim_vars(value, found)
+    elif isinstance(obj, tuple | list):
+        for item in obj:
+            _collect_prim_vars(item, found)
+
+
+def erase_dims(sinfo: StructInfo, keep: Iterable[PrimVar]) -> StructInfo:
+    """`sinfo` with the shape of every tensor that mentions a dim outside `keep` reduced to its
+    rank, so the struct info refers only to dims defined where it is used."""
+    kept = set(keep)
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
+        if all(v in kept for v in prim_vars(sinfo.shape)):
+            return sinfo
+        return TensorStructInfo(None, sinfo.dtype, sinfo.ndim)
+    if isinstance(sinfo, TupleStructInfo):
+        return TupleStructInfo(tuple(erase_dims(f, kept) for f in sinfo.fields))
+    return sinfo
