@@ -6,3 +6,5 @@ order whose peak memory is predicted exactly before any byte is read.
 """
 
 __version__ = "0.1.0"
+
+import lazyparams.script  # noqa: F401 - installs the printer behind IRModule.script()

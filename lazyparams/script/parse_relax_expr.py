@@ -1,0 +1,249 @@
+"""Parsing Relax expressions: vars, `cls.f`, `params[i]`, tuples, op calls and the R.* leaves.
+
+Every registered op is parsed generically from its `OpInfo.params` and built by the op layer's
+`make_call`, so parsed calls carry the same normalised attrs as constructed ones.
+Imports `ir`, `op` and the script's parsing helpers.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from lazyparams.errors import LazyParamsError
+from lazyparams.ir.expr import (
+    Call,
+    Expr,
+    ExternFunc,
+    GlobalVar,
+    PrimValue,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from lazyparams.ir.op_registry import op_info, registered_ops
+from lazyparams.ir.prim import PrimVar
+from lazyparams.ir.struct_info import FuncStructInfo, ObjectStructInfo, StructInfo
+from lazyparams.op import SINFO_ARG_KEYWORDS, const, describe, make_call
+from lazyparams.script.parse_prim import SymParser, dtype_arg, literal, number
+from lazyparams.script.parse_sinfo import SInfoParser
+from lazyparams.script.source import Source, bind_call, show
+
+_T = TypeVar("_T")
+
+SINFO_ALIASES = {"out_ty": "out_sinfo", "ty_args": "sinfo_args"}
+"""Keyword spellings of later TVM releases, accepted as aliases."""
+
+_STATEMENT_ONLY = {
+    "R.match_cast": "as the value of a binding (x = R.match_cast(value, sinfo))",
+    "R.output": "as the last statement of a with R.dataflow(): block",
+    "R.dataflow": "as with R.dataflow():",
+    "R.func_attr": "as a statement of the function body",
+}
+
+
+@dataclass
+class ModuleContext:
+    """What a function of a module can refer to: the class name and the functions' GlobalVars."""
+
+    class_name: str
+    gvars: dict[str, GlobalVar] = field(default_factory=dict)
+
+
+class RelaxExprParser:
+    """Reads the expressions of one Relax function; holds its var and symbolic-dim scopes."""
+
+    def __init__(self, src: Source, module: ModuleContext | None) -> None:
+        self.src = src
+        self.module = module
+        self.symbols: dict[str, PrimVar] = {}
+        self.dims = SymParser(src, self.symbols)
+        self.sinfo = SInfoParser(self.dims)
+        self.vars: dict[str, Var] = {}
+        self.hidden: dict[str, str] = {}
+        self.module_names: set[str] = {module.class_name} if module else set()
+        self._leaves: dict[str, Callable[[ast.Call], Expr]] = {
+            "R.call_packed": self._call_packed,
+            "R.const": self._const,
+            "R.prim_value": self._prim_value,
+            "R.str": self._str,
+            "R.shape": self._shape,
+            "R.ExternFunc": self._extern,
+            "R.tuple": self._tuple,
+        }
+
+    def expr(self, node: ast.AST) -> Expr:
+        """The Relax expression `node` spells."""
+        if isinstance(node, ast.Name):
+            return self.var(node)
+        if isinstance(node, ast.Attribute):
+            return self.global_var(node)
+        if isinstance(node, ast.Tuple | ast.List):
+            return Tuple(tuple(self.expr(e) for e in node.elts))
+        if isinstance(node, ast.Subscript):
+            return self._getitem(node)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        hint = " (write R.prim_value(...) or R.const(...))" if number(node) is not None else ""
+        raise self.src.error(node, f"expected a Relax expression{hint}, got {show(node)}")
+
+    def var(self, node: ast.Name) -> Var:
+        """The var a name refers to; dataflow vars are out of reach after their block."""
+        if node.id in self.vars:
+            return self.vars[node.id]
+        if node.id in self.hidden:
+            raise self.src.error(node, self.hidden[node.id])
+        raise self.src.error(
+            node, f"undefined variable {node.id!r}; expected a parameter or a bound var"
+        )
+
+    def global_var(self, node: ast.Attribute) -> GlobalVar:
+        """`cls.f`: a function of the module being parsed."""
+        base = node.value
+        if not (isinstance(base, ast.Name) and base.id in self.module_names and self.module):
+            raise self.src.error(
+                node, f"expected a Relax expression or cls.<function>, got {show(node)}"
+            )
+        gvar = self.module.gvars.get(node.attr)
+        if gvar is None:
+            names = ", ".join(self.module.gvars) or "none"
+            raise self.src.error(
+                node,
+                f"module {self.module.class_name} has no function {node.attr!r}; "
+                f"expected one of {names}",
+            )
+        return gvar
+
+    def _getitem(self, node: ast.Subscript) -> Expr:
+        index = node.slice
+        if not (isinstance(index, ast.Constant) and type(index.value) is int and index.value >= 0):
+            raise self.src.error(
+                index, f"expected a non-negative int tuple index, got {show(index)}"
+            )
+        return TupleGetItem(self.expr(node.value), index.value)
+
+    # Calls ---------------------------------------------------------------------------------
+
+    def call(self, node: ast.Call) -> Expr:
+        """A call: an R.* leaf or op, a call of a module function, or of a callable var."""
+        name = self.src.callee(node)
+        if name is None:
+            return self._call_value(node)
+        if name in self._leaves:
+            return self._leaves[name](node)
+        if name in _STATEMENT_ONLY:
+            raise self.src.error(node, f"{name} is only valid {_STATEMENT_ONLY[name]}")
+        op_name = name[2:]
+        if not name.startswith("R.") or op_name not in registered_ops():
+            ops = ", ".join(f"R.{o}" for o in registered_ops())
+            raise self.src.error(node.func, f"unknown op {name}; expected one of {ops}")
+        return self.op_call(op_name, node)
+
+    def op_call(self, name: str, node: ast.Call) -> Call:
+        """`R.<op>(...)`: operands and attrs mapped through the op's registered params."""
+        params = op_info(name).params
+        sinfo_kw = SINFO_ARG_KEYWORDS.get(name, "sinfo_args")
+        required = [p.name for p in params if p.required]
+        names = [p.name for p in params] + [sinfo_kw]
+        bound = bind_call(
+            self.src, node, names, required=required, aliases=SINFO_ALIASES, what=f"R.{name}"
+        )
+        args = [self.expr(bound[p.name]) for p in params if p.kind == "expr" and p.name in bound]
+        attrs = {
+            p.name: self.attr(bound[p.name]) for p in params if p.kind == "attr" and p.name in bound
+        }
+        sinfo = self.sinfo.parse_list(bound[sinfo_kw]) if sinfo_kw in bound else ()
+        return self.checked(node, lambda: make_call(name, args, attrs, sinfo))
+
+    def attr(self, node: ast.AST) -> Any:
+        """A static attr value: literal, list of them, symbolic dim expression or R.shape."""
+        value = number(node)
+        if value is not None:
+            return value
+        if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, str)):
+            return node.value
+        if isinstance(node, ast.List | ast.Tuple):
+            return tuple(self.attr(e) for e in node.elts)
+        if self.src.callee(node) == "R.shape":
+            assert isinstance(node, ast.Call)
+            return self._shape(node)
+        return self.dims.expr(node)
+
+    def checked(self, node: ast.AST, build: Callable[[], _T]) -> _T:
+        """Run `build`, turning an op's or dtype's complaint into a ParseError at `node`."""
+        try:
+            return build()
+        except LazyParamsError as err:
+            raise self.src.error(node, str(err)) from None
+
+    def _call_value(self, node: ast.Call) -> Call:
+        """`cls.f(x)` or `fvar(x)`: a call of a module function or of a function-typed var."""
+        callee = self.expr(node.func)
+        if isinstance(callee, Var) and not isinstance(
+            callee.struct_info, FuncStructInfo | ObjectStructInfo
+        ):
+            got = describe(callee.struct_info) if callee.struct_info else "R.Object"
+            raise self.src.error(
+                node.func, f"expected a callable (R.Callable) var, got {show(node.func)}: {got}"
+            )
+        sinfo = self._sinfo_keyword(node, show(node.func), ())
+        return Call(callee, tuple(self.expr(a) for a in node.args), {}, sinfo)
+
+    def _sinfo_keyword(
+        self, node: ast.Call, what: str, default: tuple[StructInfo, ...]
+    ) -> tuple[StructInfo, ...]:
+        """The `sinfo_args=` of a call that takes no other keyword."""
+        sinfo = default
+        for kw in node.keywords:
+            if SINFO_ALIASES.get(kw.arg or "", kw.arg) != "sinfo_args":
+                raise self.src.error(kw, f"{what}: expected only sinfo_args=, got {kw.arg}=")
+            sinfo = self.sinfo.parse_list(kw.value)
+        return sinfo
+
+    def _call_packed(self, node: ast.Call) -> Call:
+        if not node.args or not (
+            isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+        ):
+            raise self.src.error(
+                node, 'R.call_packed: expected the function name first, as in R.call_packed("f", x)'
+            )
+        sinfo = self._sinfo_keyword(node, "R.call_packed", (ObjectStructInfo(),))
+        args = tuple(self.expr(a) for a in node.args[1:])
+        return Call(ExternFunc(node.args[0].value), args, {}, sinfo)
+
+    def _const(self, node: ast.Call) -> Expr:
+        args = bind_call(self.src, node, ["value", "dtype"], required=["value"], what="R.const")
+        value = literal(self.src, args["value"], "R.const")
+        dtype = dtype_arg(self.src, args["dtype"], "R.const") if "dtype" in args else None
+        return self.checked(node, lambda: const(value, dtype))
+
+    def _prim_value(self, node: ast.Call) -> Expr:
+        args = bind_call(self.src, node, ["value"], required=["value"], what="R.prim_value")
+        return PrimValue(self.dims.expr(args["value"]))
+
+    def _str(self, node: ast.Call) -> Expr:
+        args = bind_call(self.src, node, ["value"], required=["value"], what="R.str")
+        text = args["value"]
+        if not (isinstance(text, ast.Constant) and isinstance(text.value, str)):
+            raise self.src.error(text, f"R.str: expected a string literal, got {show(text)}")
+        return StringImm(text.value)
+
+    def _shape(self, node: ast.Call) -> ShapeExpr:
+        args = bind_call(self.src, node, ["values"], required=["values"], what="R.shape")
+        return ShapeExpr(self.sinfo.shape(args["values"], "R.shape"))
+
+    def _tuple(self, node: ast.Call) -> Expr:
+        if node.keywords:
+            raise self.src.error(node.keywords[0], "R.tuple: expected fields only, got a keyword")
+        return Tuple(tuple(self.expr(a) for a in node.args))
+
+    def _extern(self, node: ast.Call) -> Expr:
+        args = bind_call(self.src, node, ["name"], required=["name"], what="R.ExternFunc")
+        name = args["name"]
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            raise self.src.error(name, f"R.ExternFunc: expected a string literal, got {show(name)}")
+        return ExternFunc(name.value)

@@ -1,0 +1,340 @@
+"""Printing Relax functions: signature, symbolic-dim declarations, blocks, bindings, return.
+
+Every binding carries its struct info as an annotation. Dims in the signature are "strings",
+since Python evaluates annotations before the parser reads them; in the body they are names
+declared as `n = T.int64()`. Imports `ir`, `op` and the script's printing helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from lazyparams.errors import LazyParamsError
+from lazyparams.ir.dtype import from_numpy, is_float
+from lazyparams.ir.expr import (
+    Binding,
+    BindingBlock,
+    Call,
+    Constant,
+    DataflowBlock,
+    DataflowVar,
+    Expr,
+    ExternFunc,
+    Function,
+    GlobalVar,
+    MatchCast,
+    Op,
+    PrimValue,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from lazyparams.ir.op_registry import op_info
+from lazyparams.ir.prim import IntImm, PrimExpr
+from lazyparams.ir.struct_info import (
+    FuncStructInfo,
+    ObjectStructInfo,
+    PrimStructInfo,
+    ShapeStructInfo,
+    StructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+)
+from lazyparams.op import SINFO_ARG_KEYWORDS
+from lazyparams.script.print_prim import Names, PrimPrinter, float_text, prim_vars, quote, walk
+
+INDENT = "    "
+LIMIT = 96
+"""Columns a printed line may use inside the module class (100 minus its indentation)."""
+
+
+def wrapped(prefix: str, parts: list[str], suffix: str, indent: str) -> list[str]:
+    """`prefix` + comma-joined `parts` + `suffix` on one line if it fits, else wrapped.
+
+    Wrapped, the parts go on one indented line if that fits, else one part per line.
+    """
+    line = f"{indent}{prefix}{', '.join(parts)}{suffix}"
+    if len(line) <= LIMIT or not parts:
+        return [line]
+    inner = indent + INDENT
+    joined = inner + ", ".join(parts)
+    if len(joined) <= LIMIT:
+        return [indent + prefix, joined, indent + suffix]
+    return [indent + prefix, *(f"{inner}{p}," for p in parts), indent + suffix]
+
+
+def value_text(value: Any, prim: Callable[[PrimExpr], str], lists: bool = False) -> str:
+    """A static value (attr) as a literal; `lists` spells tuples as lists (`axes=[1, 0]`)."""
+    if value is None or isinstance(value, bool | np.bool_):
+        return str(bool(value)) if value is not None else "None"
+    if isinstance(value, int | np.integer):
+        return str(int(value))
+    if isinstance(value, float | np.floating):
+        return float_text(float(value))
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, PrimExpr):
+        return prim(value)
+    if isinstance(value, list | tuple):
+        items = [value_text(v, prim, lists) for v in value]
+        if isinstance(value, list) or lists:
+            return f"[{', '.join(items)}]"
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if isinstance(value, dict):
+        pairs = (
+            f"{value_text(k, prim, lists)}: {value_text(v, prim, lists)}" for k, v in value.items()
+        )
+        return "{" + ", ".join(pairs) + "}"
+    raise LazyParamsError(
+        f"cannot print attr value {value!r}; expected numbers, strings, lists or dicts"
+    )
+
+
+def attrs_lines(call: str, attrs: Mapping[str, Any], prim: Callable[[PrimExpr], str]) -> list[str]:
+    """`R.func_attr({...})`-style line for printable attrs, and a comment naming the others.
+
+    Attrs holding Python objects (callables, arrays) have no script spelling; printing must not
+    fail on them, but such a module does not read back equal.
+    """
+    printable, lines = {}, []
+    for key, value in attrs.items():
+        try:
+            printable[key] = value_text(value, prim)
+        except LazyParamsError:
+            lines.append(f"# attr {quote(str(key))} holds a {type(value).__name__}: not printable")
+    if printable:
+        pairs = ", ".join(f"{quote(str(k))}: {v}" for k, v in printable.items())
+        lines.insert(0, f"{call}({{{pairs}}})")
+    return lines
+
+
+def sinfo_text(sinfo: StructInfo, dim: Callable[[PrimExpr], str]) -> str:
+    """Struct info in the script spelling; `dim` spells each dim."""
+    if isinstance(sinfo, TensorStructInfo):
+        return _tensor_text(sinfo, dim)
+    if isinstance(sinfo, TupleStructInfo):
+        if not sinfo.fields:
+            return "R.Tuple"
+        return f"R.Tuple({', '.join(sinfo_text(f, dim) for f in sinfo.fields)})"
+    if isinstance(sinfo, ObjectStructInfo):
+        return "R.Object"
+    if isinstance(sinfo, PrimStructInfo):
+        value = "" if sinfo.value is None else f", value={dim(sinfo.value)}"
+        return f"R.Prim({quote(sinfo.dtype)}{value})"
+    if isinstance(sinfo, ShapeStructInfo):
+        if sinfo.values is not None:
+            return f"R.Shape([{', '.join(dim(v) for v in sinfo.values)}])"
+        return "R.Shape" if sinfo.ndim == -1 else f"R.Shape(ndim={sinfo.ndim})"
+    if isinstance(sinfo, FuncStructInfo):
+        params = (
+            "None"
+            if sinfo.params is None
+            else f"[{', '.join(sinfo_text(p, dim) for p in sinfo.params)}]"
+        )
+        purity = "" if sinfo.purity else ", purity=False"
+        return f"R.Callable({params}, {sinfo_text(sinfo.ret, dim)}{purity})"
+    raise LazyParamsError(f"cannot print struct info {type(sinfo).__name__}")
+
+
+def _tensor_text(sinfo: TensorStructInfo, dim: Callable[[PrimExpr], str]) -> str:
+    parts = []
+    if sinfo.shape is not None:
+        dims = [dim(d) for d in sinfo.shape]
+        parts.append(f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})")
+    if sinfo.dtype:
+        parts.append(f"dtype={quote(sinfo.dtype)}")
+    if sinfo.shape is None and sinfo.ndim != -1:
+        parts.append(f"ndim={sinfo.ndim}")
+    return f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"
+
+
+def _tuple_fields(sinfo: StructInfo | None, text: Callable[[StructInfo], str]) -> list[str]:
+    """Field texts of a non-empty tuple struct info (what a long annotation wraps), else []."""
+    if isinstance(sinfo, TupleStructInfo):
+        return [text(f) for f in sinfo.fields]
+    return []
+
+
+def const_text(data: np.ndarray[Any, Any], dtype: str) -> str:
+    """`R.const(<nested list>, "dtype")`; narrow floats go through float32, exactly."""
+    if is_float(dtype) and data.dtype != np.float64:
+        data = data.astype(np.float32)
+    elif dtype.startswith(("int", "uint")):
+        data = data.astype(np.int64) if dtype != "uint64" else data
+    return f"R.const({_nested(data.tolist())}, {quote(dtype)})"
+
+
+def _nested(value: Any) -> str:
+    if isinstance(value, list):
+        return f"[{', '.join(_nested(v) for v in value)}]"
+    return float_text(value) if isinstance(value, float) else str(value)
+
+
+class RelaxPrinter:
+    """Prints one Relax function as the lines of a `def` (without module indentation)."""
+
+    def __init__(self, name: str, func: Function, module_name: str) -> None:
+        self.name, self.func, self.module_name = name, func, module_name
+        self.names = Names(("R", "T", "I", "cls", module_name))
+        self.prim = PrimPrinter(self.names)
+        self.lines: list[str] = []
+
+    def print(self) -> list[str]:
+        """Step 1 names, 2 header, 3 declarations, 4 blocks, 5 return."""
+        func = self.func
+        symbols = prim_vars(func)
+        for var in symbols:
+            self.names.define(var, var.name)
+        params = [
+            f"{self.names.define(p, p.name_hint)}: {self.sig(p.struct_info)}" for p in func.params
+        ]
+        self.lines.append("@R.function" if func.is_pure else "@R.function(pure=False)")
+        header = wrapped(f"def {self.name}(", params, f") -> {self.sig(func.ret_struct_info)}:", "")
+        fields = _tuple_fields(func.ret_struct_info, self.sig)
+        if len(header[-1]) > LIMIT and fields:
+            opening = header[-1][: -len(f"{self.sig(func.ret_struct_info)}:")]
+            header[-1:] = wrapped(f"{opening}R.Tuple(", fields, "):", "")
+        self.lines += header
+        body = [f"{self.names[v]} = T.{v.dtype}()" for v in symbols]
+        body += attrs_lines("R.func_attr", func.attrs, self.prim)
+        if any(isinstance(n, GlobalVar) for n in walk(func.body)):
+            body.append(f"cls = {self.module_name}")
+        self.lines += [INDENT + line for line in body]
+        for block in func.body.blocks:
+            self._block(block)
+        self.lines.append(f"{INDENT}return {self.expr(func.body.body)}")
+        return self.lines
+
+    def sig(self, sinfo: StructInfo | None) -> str:
+        """Struct info of the signature: non-constant dims as "strings"."""
+        return sinfo_text(sinfo or ObjectStructInfo(), self._sig_dim)
+
+    def _sig_dim(self, dim: PrimExpr) -> str:
+        text = self.prim(dim)
+        return text if isinstance(dim, IntImm) and dim.dtype == "int64" else quote(text)
+
+    def body_sinfo(self, sinfo: StructInfo | None) -> str:
+        """Struct info inside the body, where symbolic dims are declared names."""
+        return sinfo_text(sinfo or ObjectStructInfo(), self.prim)
+
+    def _block(self, block: BindingBlock) -> None:
+        if not isinstance(block, DataflowBlock):
+            for binding in block.bindings:
+                self.lines += self._binding(binding, INDENT)
+            return
+        self.lines.append(f"{INDENT}with R.dataflow():")
+        for binding in block.bindings:
+            self.lines += self._binding(binding, INDENT * 2)
+        outputs = [self.names[b.var] for b in block.bindings if not isinstance(b.var, DataflowVar)]
+        self.lines.append(f"{INDENT * 2}R.output({', '.join(outputs)})")
+
+    def _binding(self, binding: Binding, indent: str) -> list[str]:
+        """`name: sinfo = value`; a long line wraps the value's arguments, or a tuple sinfo."""
+        name = self.names.define(binding.var, binding.var.name_hint)
+        sinfo = binding.var.struct_info
+        head, parts = self._value_parts(binding)
+        one_line = f"{head}({', '.join(parts)})" if head else parts[0]
+        lines = [f"{indent}{name}: {self.body_sinfo(sinfo)} = {one_line}"]
+        fields = _tuple_fields(sinfo, self.body_sinfo)
+        if len(lines[0]) > LIMIT and fields:
+            lines = wrapped(f"{name}: R.Tuple(", fields, f") = {one_line}", indent)
+        if len(lines[-1]) > LIMIT and head:
+            prefix = lines[-1].strip()[: -len(one_line)]
+            lines[-1:] = wrapped(f"{prefix}{head}(", parts, ")", indent)
+        return lines
+
+    def _value_parts(self, binding: Binding) -> tuple[str, list[str]]:
+        """A binding's value as (callee, argument texts), or ("", [text]) when not a call."""
+        value = binding.value
+        if isinstance(binding, MatchCast):
+            return "R.match_cast", [self.expr(value), self.body_sinfo(binding.struct_info)]
+        if isinstance(value, Call):
+            return self._call(value)
+        return "", [self.expr(value)]
+
+    # Expressions ---------------------------------------------------------------------------
+
+    def expr(self, expr: Expr) -> str:
+        """The spelling of a Relax expression."""
+        if isinstance(expr, Var):
+            return self.names[expr]
+        if isinstance(expr, GlobalVar):
+            return f"cls.{expr.name_hint}"
+        if isinstance(expr, Tuple):
+            items = [self.expr(f) for f in expr.fields]
+            return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+        if isinstance(expr, TupleGetItem):
+            return f"{self.expr(expr.tuple_value)}[{expr.index}]"
+        if isinstance(expr, Call):
+            head, parts = self._call(expr)
+            return f"{head}({', '.join(parts)})"
+        return self._leaf(expr)
+
+    def _leaf(self, expr: Expr) -> str:
+        if isinstance(expr, Constant):
+            return const_text(expr.data, from_numpy(expr.data.dtype))
+        if isinstance(expr, PrimValue):
+            return f"R.prim_value({self.prim(expr.value)})"
+        if isinstance(expr, StringImm):
+            return f"R.str({quote(expr.value)})"
+        if isinstance(expr, ShapeExpr):
+            return f"R.shape([{', '.join(self.prim(v) for v in expr.values)}])"
+        if isinstance(expr, ExternFunc):
+            return f"R.ExternFunc({quote(expr.global_symbol)})"
+        raise LazyParamsError(f"cannot print {type(expr).__name__} as a script expression")
+
+    def _call(self, call: Call) -> tuple[str, list[str]]:
+        """The callee spelling and the argument texts of a call."""
+        args = [self.expr(a) for a in call.args]
+        sinfo = ", ".join(self.body_sinfo(s) for s in call.sinfo_args)
+        sinfo_tuple = f"({sinfo},)" if len(call.sinfo_args) == 1 else f"({sinfo})"
+        if isinstance(call.op, Op):
+            return f"R.{call.op.name}", self._op_parts(call, args)
+        if isinstance(call.op, ExternFunc):
+            return "R.call_packed", [
+                quote(call.op.global_symbol),
+                *args,
+                f"sinfo_args={sinfo_tuple}",
+            ]
+        if not isinstance(call.op, Var | GlobalVar):
+            raise LazyParamsError(
+                f"cannot print a call of {type(call.op).__name__}; "
+                "expected an op, extern, var or cls.f"
+            )
+        if call.sinfo_args:
+            args.append(f"sinfo_args={sinfo_tuple}")
+        return self.expr(call.op), args
+
+    def _op_parts(self, call: Call, args: list[str]) -> list[str]:
+        """Arguments of `R.<op>(...)`: leading operands by position, the rest by keyword."""
+        assert isinstance(call.op, Op)
+        params = op_info(call.op).params
+        expr_params = [p.name for p in params if p.kind == "expr"]
+        if len(args) != len(expr_params):
+            raise LazyParamsError(
+                f"cannot print R.{call.op.name} with {len(args)} operands; "
+                f"expected {len(expr_params)}"
+            )
+        texts = dict(zip(expr_params, args, strict=True))
+        texts |= {k: value_text(v, self.prim, lists=True) for k, v in call.attrs.items()}
+        parts: list[str] = []
+        for p in params:
+            if p.kind == "expr" and len(parts) == params.index(p):
+                parts.append(texts.pop(p.name))
+        parts += [f"{k}={v}" for k, v in texts.items()]
+        if call.sinfo_args:
+            parts.append(self._sinfo_keyword(call))
+        return parts
+
+    def _sinfo_keyword(self, call: Call) -> str:
+        assert isinstance(call.op, Op)
+        keyword = SINFO_ARG_KEYWORDS.get(call.op.name, "sinfo_args")
+        texts = [self.body_sinfo(s) for s in call.sinfo_args]
+        if len(texts) == 1:
+            return f"{keyword}={texts[0]}"
+        return f"{keyword}=[{', '.join(texts)}]"

@@ -1,0 +1,46 @@
+"""The script printer: an IRModule as `@I.ir_module class Module:` text that parses back.
+
+Installed as `IRModule.script()` when `lazyparams.script` is imported. Imports `ir`, `tir`,
+`op` and the script's printing helpers.
+"""
+
+from __future__ import annotations
+
+from lazyparams.errors import LazyParamsError
+from lazyparams.ir.expr import BaseFunc, Function
+from lazyparams.ir.module import IRModule
+from lazyparams.script.print_prim import Names, PrimPrinter, identifier
+from lazyparams.script.print_relax import INDENT, RelaxPrinter, attrs_lines
+from lazyparams.script.print_tir import TirPrinter
+from lazyparams.tir.nodes import PrimFunc
+
+HEADER = "# from lazyparams.script import ir as I, relax as R, tir as T"
+MODULE_NAME = "Module"
+
+
+def function_lines(name: str, func: BaseFunc, module_name: str = MODULE_NAME) -> list[str]:
+    """The lines of one decorated `def` (unindented)."""
+    if identifier(name) != name:
+        raise LazyParamsError(f"cannot print function {name!r}; expected a Python identifier")
+    if isinstance(func, Function):
+        return RelaxPrinter(name, func, module_name).print()
+    if isinstance(func, PrimFunc):
+        return TirPrinter(name, func).print()
+    raise LazyParamsError(f"cannot print {type(func).__name__}; expected a Function or PrimFunc")
+
+
+def print_module(mod: IRModule) -> str:
+    """`mod` in script syntax; deterministic, and parsing it gives a structurally equal module."""
+    body = attrs_lines("I.module_attrs", mod.attrs, PrimPrinter(Names()))
+    for name, func in mod.items():
+        body += ([""] if body else []) + function_lines(name, func)
+    if all(not line or line.startswith("#") for line in body):
+        body.append("pass")
+    lines = [HEADER, "", "@I.ir_module", f"class {MODULE_NAME}:"]
+    lines += [INDENT + line if line else "" for line in body]
+    return "\n".join(lines) + "\n"
+
+
+def print_function(func: BaseFunc, name: str = "main") -> str:
+    """One function as a standalone decorated `def`."""
+    return "\n".join([HEADER, "", *function_lines(name, func)]) + "\n"
