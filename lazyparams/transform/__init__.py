@@ -1,0 +1,28 @@
+"""Passes over IRModules, one module per pass; every pass maps a module to a new module.
+
+Imports `ir`, `tir`, `op` and `analysis`.
+"""
+
+from lazyparams.transform.base import FunctionPass, Pass, Sequential
+from lazyparams.transform.dead_code_elimination import DeadCodeElimination
+from lazyparams.transform.kill_after_last_use import KillAfterLastUse
+from lazyparams.transform.lazy_get_input import LazyGetInput
+from lazyparams.transform.lazy_set_output import LazySetOutput
+from lazyparams.transform.lazy_transform_params import LazyTransformParams
+from lazyparams.transform.pipeline import standard_pipeline
+from lazyparams.transform.schedule_for_memory import ScheduleForMemory
+from lazyparams.transform.to_non_dataflow import ToNonDataflow
+
+__all__ = [
+    "DeadCodeElimination",
+    "FunctionPass",
+    "KillAfterLastUse",
+    "LazyGetInput",
+    "LazySetOutput",
+    "LazyTransformParams",
+    "Pass",
+    "ScheduleForMemory",
+    "Sequential",
+    "ToNonDataflow",
+    "standard_pipeline",
+]
