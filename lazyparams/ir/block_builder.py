@@ -95,8 +95,14 @@ class BlockBuilder:
 
     def _close_open_block(self) -> None:
         if self._open is not None and self._open.bindings:
-            kind = DataflowBlock if self._open.is_dataflow else BindingBlock
-            self._blocks.append(kind(tuple(self._open.bindings)))
+            bindings = tuple(self._open.bindings)
+            if self._open.is_dataflow:
+                self._blocks.append(DataflowBlock(bindings))
+            elif self._blocks and type(self._blocks[-1]) is BindingBlock:
+                # Adjacent plain blocks are one block: the script syntax cannot tell them apart.
+                self._blocks[-1] = BindingBlock(self._blocks[-1].bindings + bindings)
+            else:
+                self._blocks.append(BindingBlock(bindings))
         self._open = None
 
     def _current(self) -> _OpenBlock:
