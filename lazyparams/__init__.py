@@ -5,6 +5,39 @@ demand, hands each output off at once, frees every value after its last use, and
 order whose peak memory is predicted exactly before any byte is read.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
 import lazyparams.script  # noqa: F401 - installs the printer behind IRModule.script()
+
+if TYPE_CHECKING:
+    from lazyparams.engine.convert import convert
+    from lazyparams.engine.plan import plan
+    from lazyparams.frontend import ops, trace
+
+# Loaded on first use, so that `import lazyparams` stays light.
+_LAZY: dict[str, tuple[str, str]] = {
+    "trace": ("lazyparams.frontend", "trace"),
+    "ops": ("lazyparams.frontend", "ops"),
+    "plan": ("lazyparams.engine", "plan"),
+    "convert": ("lazyparams.engine", "convert"),
+}
+
+__all__ = ["__version__", "convert", "ops", "plan", "trace"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'lazyparams' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -1,0 +1,317 @@
+"""The `lazyparams` command: `plan`, `convert`, `show` and `demo`, a thin layer over the engine.
+
+Exit codes: 0 success, 1 an error (one line naming the culprit, no traceback), 2 a usage
+error, 130 interrupted. Imports the engine (and, for `show`, the script printer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+import lazyparams.script  # noqa: F401 - the printer behind `show`
+from lazyparams.engine import Plan, Report, convert, format_bytes, parse_size, plan
+from lazyparams.engine.compile import STAGES, stage, trace_transform
+from lazyparams.engine.demo import DEMO_RECIPE, LlamaShape, run_demo
+from lazyparams.engine.journal import work_dir
+from lazyparams.engine.plan import opened
+from lazyparams.engine.recipes import RECIPE_NAMES, load_spec
+from lazyparams.errors import LazyParamsError
+from lazyparams.io import SINK_FORMATS
+
+_SPEC_HELP = (
+    "a Python file defining transform(params), or built-in recipes joined with '+': "
+    f"{', '.join(RECIPE_NAMES)} (e.g. fuse-qkv+cast:float16, quantize-int4:64)"
+)
+
+
+# Arguments -----------------------------------------------------------------------------------
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except LazyParamsError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("size: ")) from None
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("lazyparams")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lazyparams",
+        description="Transform model weights in bounded memory.",
+        epilog="Sizes are written like 512MiB, 4GiB or 5GB. Start with: lazyparams demo",
+    )
+    parser.add_argument("--version", action="version", version=f"lazyparams {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _plan_parser(commands)
+    _convert_parser(commands)
+    _show_parser(commands)
+    _demo_parser(commands)
+    return parser
+
+
+def _spec_and_source(command: argparse.ArgumentParser) -> None:
+    command.add_argument("spec", metavar="SPEC", help=_SPEC_HELP)
+    command.add_argument("src", metavar="SRC", help="the checkpoint to read (file or folder)")
+
+
+def _memory_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--budget", type=_size, help="refuse plans whose peak exceeds this")
+    command.add_argument(
+        "--workers", type=_positive, default=1, help="N > 1 writes up to N-1 outputs in background"
+    )
+    command.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _plan_parser(commands: Any) -> None:
+    command = commands.add_parser(
+        "plan",
+        help="predict a conversion's memory",
+        description="Show what a conversion "
+        "reads, writes and holds at its peak, before reading any data; exit 1 if the budget "
+        "cannot hold.",
+    )
+    _spec_and_source(command)
+    _memory_options(command)
+
+
+def _convert_parser(commands: Any) -> None:
+    command = commands.add_parser(
+        "convert",
+        help="convert a checkpoint",
+        description="Convert SRC with SPEC into DST in "
+        "bounded memory. DST appears only when complete.",
+    )
+    _spec_and_source(command)
+    command.add_argument("dst", metavar="DST", help="where to write (must not exist)")
+    _memory_options(command)
+    command.add_argument(
+        "--format",
+        choices=SINK_FORMATS,
+        help="output format (default: from DST's extension, else safetensors)",
+    )
+    command.add_argument("--shard-size", type=_size, help="split safetensors into shards")
+    command.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    command.add_argument("--no-progress", action="store_true", help="draw no progress bars")
+
+
+def _show_parser(commands: Any) -> None:
+    command = commands.add_parser(
+        "show",
+        help="print the compiled IR",
+        description="Print the transform's IR in script syntax at one stage of compilation.",
+    )
+    _spec_and_source(command)
+    command.add_argument("--stage", choices=STAGES, default="lazy", help="default: lazy")
+
+
+def _demo_parser(commands: Any) -> None:
+    command = commands.add_parser(
+        "demo",
+        help="convert a generated llama-like checkpoint",
+        description="Make a small "
+        "llama-like checkpoint in a temporary folder, plan and convert it with a built-in "
+        "recipe, and compare predicted, measured and eager memory.",
+    )
+    defaults = LlamaShape()
+    command.add_argument("--layers", type=_positive, default=defaults.layers)
+    command.add_argument("--hidden", type=_positive, default=defaults.hidden)
+    command.add_argument("--intermediate", type=_positive, default=defaults.intermediate)
+    command.add_argument("--recipe", default=DEMO_RECIPE, help=f"default: {DEMO_RECIPE}")
+    command.add_argument("--no-progress", action="store_true", help="draw no progress bars")
+
+
+# Commands ------------------------------------------------------------------------------------
+
+
+def _run_plan(args: argparse.Namespace, out: Console) -> int:
+    the_plan = plan(args.spec, args.src, budget=args.budget, workers=args.workers)
+    if args.json:
+        print(json.dumps(the_plan.summary(), indent=2))
+    else:
+        out.print(plan_table(the_plan))
+    reason = the_plan.budget_message
+    if reason is not None:
+        _error(reason)
+        return 1
+    return 0
+
+
+def _run_convert(args: argparse.Namespace, out: Console) -> int:
+    report = convert(
+        args.spec,
+        args.src,
+        args.dst,
+        budget=args.budget,
+        format=args.format,
+        shard_size=args.shard_size,
+        resume=args.resume,
+        progress=not args.no_progress,
+        workers=args.workers,
+    )
+    if args.json:
+        print(json.dumps(report.summary(), indent=2))
+    else:
+        out.print(report_table(report))
+    return 0
+
+
+def _run_show(args: argparse.Namespace, out: Console) -> int:
+    fn = load_spec(args.spec)
+    with opened(args.src) as source:
+        text = stage(trace_transform(fn, source), args.stage).script()
+    sys.stdout.write(text)
+    return 0
+
+
+def _run_demo(args: argparse.Namespace, out: Console) -> int:
+    shape = LlamaShape(args.layers, args.hidden, args.intermediate)
+    out.print(
+        f"Making a llama-like checkpoint ({shape.layers} layers, d={shape.hidden}, "
+        f"f={shape.intermediate}) and converting it with {args.recipe!r}.",
+        markup=False,
+    )
+    with tempfile.TemporaryDirectory(prefix="lazyparams-demo-") as folder:
+        run = run_demo(folder, shape, spec=args.recipe, progress=not args.no_progress)
+    out.print(plan_table(run.report.plan))
+    out.print(memory_table(run.report, run.source_bytes))
+    return 0
+
+
+_COMMANDS = {"plan": _run_plan, "convert": _run_convert, "show": _run_show, "demo": _run_demo}
+
+
+# Tables --------------------------------------------------------------------------------------
+
+
+def _table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
+    table = Table(title=Text(title), show_header=False, title_justify="left")
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for label, value in rows:
+        table.add_row(Text(label), Text(value))
+    return table
+
+
+def _peak(nbytes: int, binding: str) -> str:
+    return f"{format_bytes(nbytes)} at binding {binding}"
+
+
+def plan_table(the_plan: Plan) -> Table:
+    """The plan as a two-column table."""
+    ratio = the_plan.eager_peak_bytes / max(the_plan.predicted_peak_bytes, 1)
+    rows = [
+        ("source", f"{the_plan.source} ({the_plan.source_tensors} tensors)"),
+        ("reads", f"{len(the_plan.inputs)} tensors, {format_bytes(the_plan.bytes_in)}"),
+        ("writes", f"{len(the_plan.outputs)} tensors, {format_bytes(the_plan.bytes_out)}"),
+        ("eager peak", f"{format_bytes(the_plan.eager_peak_bytes)} (everything in memory)"),
+        (
+            "predicted peak",
+            f"{_peak(the_plan.predicted_peak_bytes, the_plan.peak_binding)} ({ratio:.1f}x less)",
+        ),
+    ]
+    if the_plan.workers > 1:
+        rows.append(
+            ("in flight", f"{format_bytes(the_plan.in_flight_bytes)} (workers={the_plan.workers})")
+        )
+    if the_plan.budget is not None:
+        verdict = "fits" if the_plan.fits else "does NOT fit"
+        rows.append(("budget", f"{format_bytes(the_plan.budget)}: {verdict}"))
+    return _table(f"Plan: {the_plan.spec}", rows)
+
+
+def report_table(report: Report) -> Table:
+    """The report of a conversion as a two-column table."""
+    rows = [
+        ("destination", f"{report.destination} ({len(report.files)} files)"),
+        ("read", f"{report.tensors_read} tensors, {format_bytes(report.bytes_read)}"),
+        ("written", f"{report.tensors_written} tensors, {format_bytes(report.bytes_written)}"),
+    ]
+    if report.resumed_outputs:
+        rows.append(("resumed", f"{report.resumed_outputs} outputs were already written"))
+    if report.discarded_partial:
+        rows.append(("note", "an interrupted run's partial output was discarded"))
+    rows.append(("time", f"{report.wall_seconds:.2f} s"))
+    return _table(f"Converted: {report.plan.spec}", rows + _memory_rows(report))
+
+
+def _memory_rows(report: Report) -> list[tuple[str, str]]:
+    def bytes_or_na(value: int | None) -> str:
+        return "n/a" if value is None else format_bytes(value)
+
+    return [
+        ("eager peak", format_bytes(report.eager_peak_bytes)),
+        ("predicted peak", _peak(report.predicted_peak_bytes, report.plan.peak_binding)),
+        ("measured peak (VM)", bytes_or_na(report.measured_peak_bytes)),
+        ("peak RSS over start", bytes_or_na(report.peak_rss_bytes)),
+    ]
+
+
+def memory_table(report: Report, source_bytes: int) -> Table:
+    """Predicted and measured memory next to the eager figure, for the demo."""
+    rows = [("checkpoint", format_bytes(source_bytes)), *_memory_rows(report)]
+    rows.append(("time", f"{report.wall_seconds:.2f} s"))
+    return _table("Memory: eager vs lazy", rows)
+
+
+# Entry point ---------------------------------------------------------------------------------
+
+
+def _error(message: str) -> None:
+    # soft wrap: an error stays one line, however narrow the terminal
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(Text.assemble(("error: ", "bold red"), message))
+
+
+def _partial_hint(args: argparse.Namespace) -> None:
+    dst = getattr(args, "dst", None)
+    if dst is not None and work_dir(Path(dst)).exists():
+        _error(
+            f"the partial output is kept in {work_dir(Path(dst))}; rerun with --resume to "
+            "continue, or without it to start over"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line `argv` (default: sys.argv[1:]) and return the exit code."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 2
+    try:
+        return _COMMANDS[args.command](args, Console(highlight=False))
+    except LazyParamsError as err:
+        _error(str(err))
+        _partial_hint(args)
+        return 1
+    except OSError as err:
+        _error(str(err))
+        _partial_hint(args)
+        return 1
+    except KeyboardInterrupt:
+        _error("interrupted")
+        _partial_hint(args)
+        return 130

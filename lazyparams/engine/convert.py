@@ -1,0 +1,233 @@
+"""`convert(transform, src, dst)`: run a plan through the VM, streaming source to destination.
+
+Every check happens before any tensor data is read: the transform is traced against the
+source's header, the destination must not exist, the budget must hold, and the output's
+temporaries must be creatable. The VM then loads each input with the source's `load` as
+`get_item` and hands each output to the destination as `set_item`. Imports every layer below.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from threading import Semaphore
+from typing import Any
+
+import lazyparams.script  # noqa: F401 - the printer: a job is identified by its script text
+from lazyparams.engine.compile import FUNC, function_of, names_of, output_infos, trace_transform
+from lazyparams.engine.destination import Destination, destination, job_description
+from lazyparams.engine.output import Output
+from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
+from lazyparams.engine.progress import Bars, Counter
+from lazyparams.engine.recipes import load_spec, spec_name
+from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
+from lazyparams.engine.sizes import size_or_none
+from lazyparams.io import CheckpointSource
+from lazyparams.runtime import VirtualMachine
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a conversion did: the plan it ran, what it read and wrote, time and memory.
+
+    `measured_peak_bytes` is the VM's own meter; `peak_rss_bytes` the process's resident
+    memory at its peak over the resident size when the run started (None where it cannot be
+    measured). After a resume, the plan and the counts cover only the outputs still missing.
+    """
+
+    plan: Plan
+    destination: str
+    files: tuple[str, ...]
+    tensors_read: int
+    bytes_read: int
+    tensors_written: int
+    bytes_written: int
+    resumed_outputs: int
+    discarded_partial: bool
+    wall_seconds: float
+    measured_peak_bytes: int | None
+    peak_rss_bytes: int | None
+
+    @property
+    def predicted_peak_bytes(self) -> int:
+        """The plan's predicted peak."""
+        return self.plan.predicted_peak_bytes
+
+    @property
+    def eager_peak_bytes(self) -> int:
+        """The peak of the same transform run eagerly (everything in memory)."""
+        return self.plan.eager_peak_bytes
+
+    def summary(self) -> dict[str, Any]:
+        """The report as plain data (for JSON)."""
+        return {
+            **self.plan.summary(),
+            "destination": self.destination,
+            "files": list(self.files),
+            "tensors_read": self.tensors_read,
+            "bytes_read": self.bytes_read,
+            "tensors_written": self.tensors_written,
+            "bytes_written": self.bytes_written,
+            "resumed_outputs": self.resumed_outputs,
+            "discarded_partial": self.discarded_partial,
+            "wall_seconds": self.wall_seconds,
+            "measured_peak_bytes": self.measured_peak_bytes,
+            "peak_rss_bytes": self.peak_rss_bytes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    counter: Counter
+    measured_peak_bytes: int | None
+    peak_rss_bytes: int | None
+
+
+def convert(
+    transform: Spec,
+    src: Source,
+    dst: Any,
+    *,
+    budget: int | str | None = None,
+    format: str | None = None,
+    shard_size: int | str | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    workers: int = 1,
+) -> Report:
+    """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
+
+    `transform` and `src` are as for `plan`. `dst` is a path (safetensors unless its extension
+    or `format` names npz, npy or gguf; `shard_size` splits safetensors into shards with an
+    index), a dict that receives the outputs, or a sink. `budget` refuses the run if the
+    predicted peak exceeds it. Output appears at `dst` only when complete; a safetensors run
+    that is interrupted (or fails) keeps its work beside `dst`, and `resume=True` continues it,
+    computing only the missing outputs, to a byte-identical result. `workers` > 1 writes up to
+    `workers - 1` outputs in the background. `progress` draws bars on stderr.
+    """
+    started = time.perf_counter()
+    fn = load_spec(transform)
+    limit = size_or_none(budget, "budget")
+    shard = size_or_none(shard_size, "shard_size")
+    check_workers(workers)
+    with opened(src) as source:
+        traced = trace_transform(fn, source)
+        outputs = output_infos(traced)
+        target = destination(dst, outputs, format=format, shard_size=shard, resume=resume)
+        job = job_description(traced.script(), source, outputs, target)
+        target.prepare(job)
+        missing = [info.name for info in outputs if info.name not in target.done]
+        the_plan = build_plan(
+            traced, source, spec=spec_name(transform), keep=missing, budget=limit, workers=workers
+        )
+        the_plan.check_budget()
+        discarded = target.has_partial and not target.resuming
+        run = _write(the_plan, source, target, job, progress)
+    return _report(the_plan, target, run, discarded, time.perf_counter() - started)
+
+
+def _report(plan: Plan, target: Destination, run: _Run, discarded: bool, seconds: float) -> Report:
+    counter = run.counter
+    return Report(
+        plan=plan,
+        destination=str(target.path or type(target.target).__name__),
+        files=tuple(str(f) for f in target.files()),
+        tensors_read=counter.tensors_read,
+        bytes_read=counter.bytes_read,
+        tensors_written=counter.tensors_written,
+        bytes_written=counter.bytes_written,
+        resumed_outputs=len(target.done),
+        discarded_partial=discarded,
+        wall_seconds=seconds,
+        measured_peak_bytes=run.measured_peak_bytes,
+        peak_rss_bytes=run.peak_rss_bytes,
+    )
+
+
+def _write(
+    plan: Plan, source: CheckpointSource, target: Destination, job: dict[str, Any], progress: bool
+) -> _Run:
+    """Open the output, run the plan into it and publish it; on failure keep what resumes."""
+    output = target.open(job)
+    written = sum(info.nbytes for info in target.outputs if info.name in target.done)
+    total = written + plan.bytes_out
+    counter = Bars(plan.bytes_in, total, written) if progress else Counter()
+    try:
+        with counter:
+            run = _execute(plan, source, output, counter) if plan.outputs else None
+        output.finalize()
+    except BaseException:
+        output.suspend()
+        raise
+    return run or _Run(counter, None, None)
+
+
+def _execute(plan: Plan, source: CheckpointSource, output: Output, counter: Counter) -> _Run:
+    """Run the lazy function once: `get_item` loads from the source, `set_item` writes."""
+    func = function_of(plan.module)
+    inputs, outputs = names_of(func, "input_names"), names_of(func, "output_names")
+    writer = _Writer(output, counter, plan.workers - 1)
+
+    def get_item(index: int) -> Any:
+        array = source.load(inputs[int(index)])
+        counter.loaded(inputs[int(index)], int(array.nbytes))
+        return array
+
+    def set_item(index: int, value: Any) -> None:
+        writer.write(outputs[int(index)], value)
+
+    externs: dict[str, Callable[..., Any]] = dict(plan.module.attrs.get("numpy_kernels", {}))
+    externs.update(get_item=get_item, set_item=set_item)
+    vm = VirtualMachine(plan.module, externs)
+    release_freed_memory_promptly()
+    gc.collect()  # garbage from tracing must not be freed inside the measured window
+    with writer, PeakResident() as resident:
+        vm[FUNC]()
+    return _Run(counter, vm.stats.peak_bytes, resident.peak_bytes)
+
+
+class _Writer:
+    """Hands outputs to the destination: at once, or through `background` writer threads that
+    hold at most that many outputs in flight (the plan counts them)."""
+
+    def __init__(self, output: Output, counter: Counter, background: int) -> None:
+        self._output, self._counter = output, counter
+        self._pool = ThreadPoolExecutor(background) if background > 0 else None
+        self._slots = Semaphore(max(background, 1))
+        self._errors: list[BaseException] = []
+
+    def write(self, name: str, array: Any) -> None:
+        if self._pool is None:
+            self._store(name, array)
+            return
+        self._raise_failure()
+        self._slots.acquire()
+        self._pool.submit(self._background, name, array)
+
+    def _store(self, name: str, array: Any) -> None:
+        self._output.write(name, array)
+        self._counter.wrote(name, int(array.nbytes))
+
+    def _background(self, name: str, array: Any) -> None:
+        try:
+            self._store(name, array)
+        except BaseException as err:  # re-raised in the VM's thread
+            self._errors.append(err)
+        finally:
+            self._slots.release()
+
+    def _raise_failure(self) -> None:
+        if self._errors:
+            raise self._errors[0]
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        if kind is None:
+            self._raise_failure()

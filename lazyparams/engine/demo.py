@@ -1,0 +1,102 @@
+"""A llama-like checkpoint made on the spot, and the conversion `lazyparams demo` runs on it.
+
+The checkpoint uses Hugging Face llama names (`model.layers.{i}.self_attn.q_proj.weight`, ...)
+and is written tensor by tensor as sharded safetensors, so making it needs one tensor's memory.
+Imports `io` and the engine's own modules.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lazyparams.engine.convert import Report, convert
+from lazyparams.io import TensorInfo, open_sink
+
+_LAYER: tuple[tuple[str, str, str], ...] = (
+    ("input_layernorm.weight", "d", ""),
+    ("self_attn.q_proj.weight", "d", "d"),
+    ("self_attn.k_proj.weight", "d", "d"),
+    ("self_attn.v_proj.weight", "d", "d"),
+    ("self_attn.o_proj.weight", "d", "d"),
+    ("post_attention_layernorm.weight", "d", ""),
+    ("mlp.gate_proj.weight", "f", "d"),
+    ("mlp.up_proj.weight", "f", "d"),
+    ("mlp.down_proj.weight", "d", "f"),
+)
+DEMO_RECIPE = "fuse-qkv+cast:float16"
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaShape:
+    """The sizes of a llama-like model: layers, hidden size d, MLP size f, vocabulary."""
+
+    layers: int = 8
+    hidden: int = 512
+    intermediate: int = 1376
+    vocab: int = 4096
+
+    def infos(self) -> list[TensorInfo]:
+        """Every tensor of the checkpoint, float32, embedding first and lm_head last."""
+        dims = {"d": self.hidden, "f": self.intermediate, "": 0}
+        infos = [TensorInfo.of("model.embed_tokens.weight", (self.vocab, self.hidden), "float32")]
+        for layer in range(self.layers):
+            for name, rows, cols in _LAYER:
+                shape = (dims[rows], dims[cols]) if cols else (dims[rows],)
+                infos.append(TensorInfo.of(f"model.layers.{layer}.{name}", shape, "float32"))
+        infos.append(TensorInfo.of("model.norm.weight", (self.hidden,), "float32"))
+        infos.append(TensorInfo.of("lm_head.weight", (self.vocab, self.hidden), "float32"))
+        return infos
+
+
+def make_llama_checkpoint(
+    path: str | os.PathLike[str],
+    shape: LlamaShape | None = None,
+    *,
+    shard_size: int | None = 32 << 20,
+    seed: int = 0,
+) -> Path:
+    """Write a random llama-like float32 checkpoint at `path` (a folder of safetensors shards
+    with an index when `shard_size` splits it) and return `path`."""
+    rng = np.random.default_rng(seed)
+    infos = (shape or LlamaShape()).infos()
+    with open_sink(path, infos, format="safetensors", shard_size=shard_size) as sink:
+        for info in infos:
+            sink.write(info.name, _weight(rng, info))
+    return Path(path)
+
+
+def _weight(rng: np.random.Generator, info: TensorInfo) -> NDArray[np.float32]:
+    if len(info.shape) == 1:  # norms start at one
+        return np.ones(info.shape, np.float32)
+    # uniform draws: several times faster to make than normal ones, and as good for a demo
+    weights = rng.random(info.shape, dtype=np.float32)
+    weights -= np.float32(0.5)
+    weights *= np.float32(0.04)
+    return weights
+
+
+@dataclass(frozen=True, slots=True)
+class DemoRun:
+    """What the demo made and did: the checkpoint's size and the conversion's report."""
+
+    source_bytes: int
+    report: Report
+
+
+def run_demo(
+    folder: str | os.PathLike[str],
+    shape: LlamaShape | None = None,
+    *,
+    spec: str = DEMO_RECIPE,
+    progress: bool = True,
+) -> DemoRun:
+    """Make a llama-like checkpoint in `folder` and convert it with `spec` into `folder/out`."""
+    chosen = shape or LlamaShape()
+    source = make_llama_checkpoint(Path(folder) / "llama", chosen)
+    report = convert(spec, source, Path(folder) / "out", shard_size=32 << 20, progress=progress)
+    return DemoRun(sum(info.nbytes for info in chosen.infos()), report)

@@ -1,0 +1,181 @@
+"""The destination of a conversion, checked before any data is read, then opened for writing.
+
+DST is a path (safetensors by default, or the format its extension or `format` names), a dict
+(filled with the outputs once complete) or a sink object. Checks: the format and its options,
+that no output file exists yet, and, on resume, that the interrupted job is this one. Imports
+`io` and the engine's own modules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lazyparams.engine.journal import work_dir
+from lazyparams.engine.output import (
+    Output,
+    SinkOutput,
+    StagedSafetensors,
+    published_files,
+    resumable_done,
+)
+from lazyparams.errors import ConvertError
+from lazyparams.io import SINK_FORMATS, CheckpointSink, DictSink, TensorInfo, open_sink, plan_shards
+
+SAFETENSORS = "safetensors"
+_BY_SUFFIX = {".npz": "npz", ".gguf": "gguf"}
+JOB_VERSION = 1
+
+
+@dataclass(slots=True)
+class Destination:
+    """Where the outputs go; `prepare` reads what an interrupted run left, `open` writes."""
+
+    target: Path | MutableMapping[str, Any] | CheckpointSink
+    outputs: tuple[TensorInfo, ...]
+    format: str = SAFETENSORS
+    shard_size: int | None = None
+    resume: bool = False
+    done: set[str] = field(default_factory=set)
+    resuming: bool = False
+
+    @property
+    def path(self) -> Path | None:
+        """The destination path, or None for a dict or sink object."""
+        return self.target if isinstance(self.target, Path) else None
+
+    def files(self) -> list[Path]:
+        """The paths the finished conversion publishes."""
+        if self.path is None:
+            return []
+        if self.format == SAFETENSORS:
+            return published_files(plan_shards(self.path, self.outputs, self.shard_size))
+        return [self.path]
+
+    @property
+    def has_partial(self) -> bool:
+        """Whether an interrupted safetensors conversion left a work folder for this path."""
+        path = self.path
+        return path is not None and self.format == SAFETENSORS and work_dir(path).exists()
+
+    def prepare(self, job: dict[str, Any]) -> None:
+        """Refuse an existing output; on resume, read the outputs already written."""
+        for path in [] if self.path is None else [self.path, *self.files()]:
+            if path.exists():
+                raise ConvertError(
+                    f"{path}: already exists; expected a destination that does not exist "
+                    "(remove it or choose another)"
+                )
+        if self.resume and self.path is not None:
+            done = resumable_done(self.path, job)
+            self.resuming = done is not None
+            self.done = done or set()
+
+    def open(self, job: dict[str, Any]) -> Output:
+        """Start writing: creates the output's temporaries (which also checks it is writable)."""
+        if isinstance(self.target, MutableMapping):
+            return DictOutput(self.target, self.outputs)
+        if self.path is None:
+            return SinkOutput(self.target, [])  # type: ignore[arg-type]
+        if self.format == SAFETENSORS:
+            return StagedSafetensors(self.path, self.outputs, self.shard_size, job, self.resuming)
+        sink = open_sink(self.path, self.outputs, format=self.format)
+        return SinkOutput(sink, [str(self.path)])
+
+
+class DictOutput(SinkOutput):
+    """Collects the outputs in memory; the caller's dict receives them once all are there."""
+
+    def __init__(self, target: MutableMapping[str, Any], outputs: Sequence[TensorInfo]) -> None:
+        super().__init__(DictSink(outputs), [])
+        self.target = target
+
+    def finalize(self) -> None:
+        super().finalize()
+        assert isinstance(self.sink, DictSink)
+        self.target.update(self.sink.tensors)
+
+
+def destination(
+    dst: Any,
+    outputs: Sequence[TensorInfo],
+    *,
+    format: str | None,
+    shard_size: int | None,
+    resume: bool,
+) -> Destination:
+    """Check DST and its options (nothing is created) and describe the destination."""
+    if isinstance(dst, str | os.PathLike):
+        path = Path(dst)
+        chosen = _format(path, format)
+        if shard_size is not None and chosen != SAFETENSORS:
+            raise ConvertError(f"shard_size: sharding is for safetensors output, not {chosen}")
+        if resume and chosen != SAFETENSORS:
+            raise ConvertError(f"resume: only safetensors output is resumable, not {chosen}")
+        return Destination(path, tuple(outputs), chosen, shard_size, resume)
+    for name, value in (("format", format), ("shard_size", shard_size), ("resume", resume)):
+        if value:
+            raise ConvertError(f"{name}: applies to a destination path, got a {type(dst).__name__}")
+    if isinstance(dst, MutableMapping):
+        return Destination(dst, tuple(outputs))
+    if all(callable(getattr(dst, m, None)) for m in ("write", "finalize", "abort")):
+        _check_declared(dst, outputs)
+        return Destination(dst, tuple(outputs))
+    raise ConvertError(f"expected a destination path, dict or sink, got {type(dst).__name__}")
+
+
+def _format(path: Path, format: str | None) -> str:
+    if format is None:
+        return _BY_SUFFIX.get(path.suffix, SAFETENSORS)
+    if format not in SINK_FORMATS:
+        raise ConvertError(f"format: expected one of {', '.join(SINK_FORMATS)}, got {format!r}")
+    return format
+
+
+def _check_declared(sink: Any, outputs: Sequence[TensorInfo]) -> None:
+    declared = getattr(sink, "infos", None)
+    expected = {info.name: info for info in outputs}
+    if isinstance(declared, dict) and declared != expected:
+        wrong = next((i for i in outputs if declared.get(i.name) != i), None)
+        what = f"tensor {wrong.name!r} as {wrong}" if wrong else f"only the {len(outputs)} outputs"
+        raise ConvertError(f"sink {type(sink).__name__}: expected it to declare {what}")
+
+
+def job_description(
+    transform_text: str, source: Any, outputs: Sequence[TensorInfo], dst: Destination
+) -> dict[str, Any]:
+    """What identifies a conversion, so that a resume continues only the same one."""
+    inputs = [(n, source.info(n).shape, source.info(n).dtype) for n in source.names()]
+    return {
+        "version": JOB_VERSION,
+        "transform": _digest(transform_text),
+        "source": _digest([inputs, _source_files(source)]),
+        "outputs": _digest([(i.name, i.shape, i.dtype) for i in outputs]),
+        "format": dst.format,
+        "shard_size": dst.shard_size,
+    }
+
+
+def _digest(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _source_files(source: Any) -> list[tuple[str, int, int]]:
+    """(name, size, mtime) of the files a source reads, so an edited source is noticed."""
+    raw = getattr(source, "path", None)
+    if not isinstance(raw, str) or not os.path.exists(raw):
+        return []
+    path = Path(raw)
+    if path.is_dir():
+        files = [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
+    else:
+        shards = sorted(set(getattr(source, "weight_map", {}).values()))
+        files = [path, *(path.parent / name for name in shards)]
+    stats = [(p, p.stat()) for p in files if p.exists()]
+    return [(p.name, st.st_size, st.st_mtime_ns) for p, st in stats]

@@ -1,0 +1,266 @@
+"""Where a conversion writes, published only when complete.
+
+safetensors (the default) is built in the work folder beside DST (see `journal`): shard files
+preallocated with their headers, each tensor written at its offset, fsync'd and journaled, so a
+killed run can resume; `finalize` renames the result into place. Other formats go through the
+io layer's atomic sinks; a sink object the caller holds is used as given. Imports `io` and the
+engine's own modules.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from lazyparams.engine.journal import (
+    Journal,
+    WorkLock,
+    read_job,
+    read_journal,
+    remove_work,
+    work_dir,
+    write_job,
+)
+from lazyparams.errors import CheckpointError, ConvertError
+from lazyparams.io import CheckpointSink, TensorInfo, dtype_name, plan_shards
+from lazyparams.io.filemap import write_array_at
+from lazyparams.io.safetensors_format import build_header
+from lazyparams.io.safetensors_sink import ShardPlan, index_json
+
+DATA_DIR = "data"
+_SYNC = getattr(os, "fdatasync", os.fsync)
+
+
+class Output(Protocol):
+    """A destination being written: `write` each output once, then `finalize` or `abort`.
+
+    `suspend` stops writing but keeps what a later `--resume` can continue from.
+    """
+
+    files: tuple[str, ...]
+
+    def write(self, name: str, array: Any) -> None: ...
+    def finalize(self) -> None: ...
+    def abort(self) -> None: ...
+    def suspend(self) -> None: ...
+
+
+class SinkOutput:
+    """An io-layer sink (atomic, not resumable) as an Output."""
+
+    def __init__(self, sink: CheckpointSink, files: Sequence[str]) -> None:
+        self.sink, self.files = sink, tuple(files)
+
+    def write(self, name: str, array: Any) -> None:
+        self.sink.write(name, array)
+
+    def finalize(self) -> None:
+        self.sink.finalize()
+
+    def abort(self) -> None:
+        self.sink.abort()
+
+    def suspend(self) -> None:
+        self.sink.abort()
+
+
+class StagedSafetensors:
+    """A safetensors checkpoint (sharded or not) built in DST's work folder, tensor by tensor.
+
+    Made fresh, it replaces any earlier work folder; made with `resume`, it reopens the files
+    of the work folder, whose journal lists the outputs already there.
+    """
+
+    def __init__(
+        self,
+        dst: Path,
+        infos: Sequence[TensorInfo],
+        shard_size: int | None,
+        job: dict[str, Any],
+        resume: bool,
+    ) -> None:
+        self.dst, self.work = dst, work_dir(dst)
+        self.infos = {info.name: info for info in infos}
+        self.plan = plan_shards(dst, infos, shard_size)
+        self.files = tuple(str(f) for f in published_files(self.plan))
+        self.done: set[str] = set(read_journal(self.work)) if resume else set()
+        self._lock = threading.Lock()
+        self._fds: list[int] = []
+        self._where: dict[str, tuple[int, int]] = {}
+        self._busy: set[str] = set()
+        self._work_lock: WorkLock | None = None
+        self._journal: Journal | None = None
+        try:
+            self._open_work(job, resume)
+            self._journal = Journal(self.work)
+        except OSError as err:
+            self._close()
+            raise ConvertError(
+                f"{dst}: cannot write the output: {err}; expected a writable destination folder"
+            ) from None
+
+    # Setting up ------------------------------------------------------------------------------
+
+    def _open_work(self, job: dict[str, Any], resume: bool) -> None:
+        if resume:
+            self._work_lock = WorkLock(self.work, self.dst)
+            for final, group in self.plan.shards:
+                self._reopen_shard(final, group)
+            return
+        headers = [build_header(group, path=str(final)) for final, group in self.plan.shards]
+        if self.work.exists():
+            WorkLock(self.work, self.dst).release()  # refuse if another run is writing it
+            remove_work(self.work)
+        try:
+            self._create_work(job, headers)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _create_work(
+        self, job: dict[str, Any], headers: list[tuple[bytes, dict[str, int]]]
+    ) -> None:
+        self.dst.parent.mkdir(parents=True, exist_ok=True)
+        self.work.mkdir()
+        self._work_lock = WorkLock(self.work, self.dst)
+        (self.work / DATA_DIR).mkdir()
+        for (final, group), (header, offsets) in zip(self.plan.shards, headers, strict=True):
+            path = self.work / DATA_DIR / final.name
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            self._fds.append(fd)
+            os.pwrite(fd, header, 0)
+            os.ftruncate(fd, len(header) + sum(info.nbytes for info in group))
+            self._where.update((name, (fd, offset)) for name, offset in offsets.items())
+        if self.plan.index is not None:
+            (self.work / DATA_DIR / self.plan.index.name).write_bytes(index_json(self.plan))
+        write_job(self.work, job)  # last: a job file means every data file exists
+
+    def _reopen_shard(self, final: Path, group: list[TensorInfo]) -> None:
+        header, offsets = build_header(group, path=str(final))
+        path = self.work / DATA_DIR / final.name
+        size = len(header) + sum(info.nbytes for info in group)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            raise ConvertError(
+                f"{path}: the interrupted conversion's shard is missing; expected it in the work "
+                "folder (run without --resume to start over)"
+            ) from None
+        self._fds.append(fd)
+        if os.fstat(fd).st_size != size or os.pread(fd, len(header), 0) != header:
+            raise ConvertError(
+                f"{path}: the interrupted conversion's shard is damaged; expected {size} bytes "
+                "starting with its header (run without --resume to start over)"
+            )
+        self._where.update((name, (fd, offset)) for name, offset in offsets.items())
+
+    # Writing ---------------------------------------------------------------------------------
+
+    def write(self, name: str, array: Any) -> None:
+        """Write one declared output at its offset, sync it, then journal it."""
+        self._claim(name, array)
+        fd, offset = self._where[name]
+        try:
+            write_array_at(fd, array, offset)
+            _SYNC(fd)  # the bytes are on disk before the journal says so
+            with self._lock:
+                assert self._journal is not None
+                self._journal.record(name)
+                self.done.add(name)
+        except OSError as err:
+            raise CheckpointError(f"{self.dst}: writing tensor {name!r} failed: {err}") from None
+
+    def _claim(self, name: str, array: Any) -> None:
+        info = self.infos.get(name)
+        if info is None:
+            raise CheckpointError(f"{self.dst}: tensor {name!r} was not declared")
+        got = dtype_name(array.dtype) or str(array.dtype)
+        if got != info.dtype or tuple(array.shape) != info.shape:
+            raise CheckpointError(
+                f"{self.dst}: tensor {name!r}: expected {info.dtype}{list(info.shape)}, "
+                f"got {got}{list(array.shape)}"
+            )
+        with self._lock:
+            if name in self.done or name in self._busy:
+                raise CheckpointError(f"{self.dst}: tensor {name!r} was written twice")
+            self._busy.add(name)
+
+    # Ending ----------------------------------------------------------------------------------
+
+    def finalize(self) -> None:
+        """Move the complete checkpoint into place and delete the work folder."""
+        missing = [name for name in self.infos if name not in self.done]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise CheckpointError(f"{self.dst}: tensor {missing[0]!r} was never written{more}")
+        for fd in self._fds:
+            os.fsync(fd)
+        self._close_files()
+        self._publish()
+        remove_work(self.work)
+        self._close()  # the lock is held until the work folder is gone
+
+    def _publish(self) -> None:
+        data = self.work / DATA_DIR
+        _fsync_dir(data)
+        if self.dst.suffix != ".safetensors":
+            os.rename(data, self.dst)  # one rename publishes the whole folder
+        else:
+            # the index goes last: a reader that finds it finds every shard
+            for path in self.files:
+                os.rename(data / Path(path).name, path)
+        _fsync_dir(self.dst.parent)
+
+    def abort(self) -> None:
+        """Stop and delete everything written, the work folder included."""
+        self.suspend()
+        remove_work(self.work)
+
+    def suspend(self) -> None:
+        """Stop, keeping the work folder and its journal for `--resume`."""
+        self._close()
+
+    def _close(self) -> None:
+        self._close_files()
+        if self._work_lock is not None:
+            self._work_lock.release()
+
+    def _close_files(self) -> None:
+        while self._fds:
+            os.close(self._fds.pop())
+        if self._journal is not None:
+            self._journal.close()
+
+
+def published_files(plan: ShardPlan) -> list[Path]:
+    """The final paths of a shard plan: shards, then the index if there is one."""
+    index = [] if plan.index is None else [plan.index]
+    return [final for final, _ in plan.shards] + index
+
+
+def resumable_done(dst: Path, job: dict[str, Any]) -> set[str] | None:
+    """The outputs an interrupted conversion of the same job already wrote into `dst`'s work
+    folder, or None when there is none to resume; ConvertError if it was another job."""
+    work = work_dir(dst)
+    previous = read_job(work)
+    if previous is None:
+        return None
+    for key, value in job.items():
+        if previous.get(key) != value:
+            raise ConvertError(
+                f"{dst}: the interrupted conversion in {work} had a different {key}; expected "
+                "the same transform, source and options to resume (run without --resume to "
+                "start over)"
+            )
+    return set(read_journal(work))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,292 @@
+"""Built-in transform recipes and the SPEC resolver of `plan`, `convert` and the CLI.
+
+A recipe maps a read-only mapping of traced tensors to a dict of outputs. Recipes compose with
+`+` (`fuse-qkv+cast:float16`): each one sees the outputs of the one before, and the layout
+facts they establish (which linear weights are now stored (in, out)). A SPEC is a recipe
+expression or a Python file defining `transform(params)`. Imports the frontend only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from lazyparams.errors import ConvertError
+from lazyparams.frontend import ops
+from lazyparams.frontend.tensor import Tensor
+
+Recipe = Callable[[Mapping[str, Tensor]], dict[str, Any]]
+
+# (fused name, member names) per attention/MLP group, Hugging Face llama and BERT spellings.
+_FUSE_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("self_attn.qkv_proj", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
+    ("mlp.gate_up_proj", ("mlp.gate_proj", "mlp.up_proj")),
+    ("attention.self.qkv", ("attention.self.query", "attention.self.key", "attention.self.value")),
+)
+# Linear layers of both families: llama *_proj and lm_head, BERT query/key/value/dense/classifier.
+_LINEAR = re.compile(r"(_proj|\.dense|\.query|\.key|\.value|\.qkv|lm_head|classifier)\.weight$")
+CAST_DTYPES: dict[str, str] = {
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float32": "float32",
+    "float8": "float8_e4m3fn",
+    "float8_e4m3fn": "float8_e4m3fn",
+    "float8_e5m2": "float8_e5m2",
+}
+"""Targets of `cast:<dtype>`; `float8` means float8_e4m3fn."""
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """What flows between composed recipes: the tensors, and which are stored (in, out)."""
+
+    tensors: dict[str, Any]
+    in_out: frozenset[str] = frozenset()
+
+
+# Recipes -----------------------------------------------------------------------------------
+
+
+def fuse_qkv(params: Mapping[str, Tensor]) -> dict[str, Any]:
+    """Fuse q/k/v and gate/up (weights and biases) and transpose every linear weight to (in, out).
+
+    Linear layers store (out, in); a compiled matmul wants (in, out), so fused weights are
+    concatenated along `out` and then transposed. Each fused tensor takes the place of its
+    first member; tensors of no group pass through unchanged (linear weights transposed).
+    """
+    return _fuse_qkv(Weights(dict(params))).tensors
+
+
+def _fuse_qkv(weights: Weights) -> Weights:
+    params = weights.tensors
+    fused_at = _fused_groups(params)
+    consumed = {member for _, members in fused_at.values() for member in members}
+    out: dict[str, Any] = {}
+    in_out: set[str] = set(weights.in_out)
+    for name, value in params.items():
+        group = fused_at.get(name)
+        if group is not None:
+            fused_name, members = group
+            joined = ops.concat([params[m] for m in members], axis=0)
+            is_weight = fused_name.endswith(".weight")
+            out[fused_name] = joined.T if is_weight else joined
+            if is_weight:
+                in_out.add(fused_name)
+        elif name not in consumed:
+            out[name] = _transposed(name, value, in_out)
+    return Weights(out, frozenset(in_out))
+
+
+def _transposed(name: str, value: Any, in_out: set[str]) -> Any:
+    """A linear weight in (in, out) layout (recorded in `in_out`); anything else as it is."""
+    if name in in_out or not _LINEAR.search(name) or value.ndim != 2:
+        return value
+    in_out.add(name)
+    return value.T
+
+
+def _fused_groups(params: Mapping[str, Any]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """First member name -> (fused name, member names), for every complete group's weight and
+    bias (a bias group fuses only if every member has a bias)."""
+    found: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for fused, members in _FUSE_GROUPS:
+        suffix = f"{members[0]}.weight"
+        for name in params:
+            if not name.endswith(suffix):
+                continue
+            prefix = name[: -len(suffix)]
+            for kind in ("weight", "bias"):
+                names = tuple(f"{prefix}{m}.{kind}" for m in members)
+                if all(n in params for n in names):
+                    found[names[0]] = (f"{prefix}{fused}.{kind}", names)
+    return found
+
+
+def _is_matrix_weight(name: str, value: Any) -> bool:
+    return name.endswith("weight") and value.ndim == 2 and value.dtype.startswith(("float", "bf"))
+
+
+def _is_embedding(name: str) -> bool:
+    return "embed" in name or name.endswith(("wte.weight", "wpe.weight"))
+
+
+def quantize_int8(params: Mapping[str, Tensor]) -> dict[str, Any]:
+    """Symmetric per-output-channel int8 of 2-D weights (not embeddings); float32 scales go to
+    `<name>_scale`. The output channel is axis 0 of (out, in) weights."""
+    return _quantize_int8(Weights(dict(params))).tensors
+
+
+def _quantize_int8(weights: Weights) -> Weights:
+    out: dict[str, Any] = {}
+    for name, value in weights.tensors.items():
+        if _is_matrix_weight(name, value) and not _is_embedding(name):
+            axis = 1 if name in weights.in_out else 0
+            out[name], out[f"{name}_scale"] = ops.quantize_int8(value, axis=axis)
+        else:
+            out[name] = value
+    return replace(weights, tensors=out)
+
+
+def quantize_int4(params: Mapping[str, Tensor], group_size: int = 32) -> dict[str, Any]:
+    """Group-wise int4 of 2-D weights whose input dim splits into groups of `group_size`: uint8
+    (out, in/2), two values per byte, and float32 scales (out, in/group_size) in `<name>_scale`.
+    Other tensors pass through."""
+    return _quantize_int4(Weights(dict(params)), group_size).tensors
+
+
+def _quantize_int4(weights: Weights, group_size: int) -> Weights:
+    out: dict[str, Any] = {}
+    in_out = set(weights.in_out)
+    for name, value in weights.tensors.items():
+        # groups run along the input dim, which is axis 1 of the (out, in) layout the op takes
+        matrix = value.T if name in in_out else value
+        fits = _is_matrix_weight(name, value) and matrix.shape[1] % group_size == 0
+        if fits and not _is_embedding(name):
+            out[name], out[f"{name}_scale"] = ops.quantize_int4(matrix, group_size=group_size)
+            in_out.discard(name)
+        else:
+            out[name] = value
+    return Weights(out, frozenset(in_out))
+
+
+def cast(params: Mapping[str, Tensor], dtype: str = "float16") -> dict[str, Any]:
+    """Cast every floating-point tensor to `dtype`; other tensors pass through."""
+    return _cast(Weights(dict(params)), dtype).tensors
+
+
+def _cast(weights: Weights, dtype: str) -> Weights:
+    target = _cast_target(dtype)
+    out = {
+        name: value.astype(target) if _needs_cast(value, target) else value
+        for name, value in weights.tensors.items()
+    }
+    return replace(weights, tensors=out)
+
+
+def _needs_cast(value: Any, target: str) -> bool:
+    return bool(value.dtype.startswith(("float", "bf")) and value.dtype != target)
+
+
+def _cast_target(dtype: str) -> str:
+    if dtype not in CAST_DTYPES:
+        raise ConvertError(
+            f"recipe 'cast': expected one of {', '.join(CAST_DTYPES)}, got {dtype!r}"
+        )
+    return CAST_DTYPES[dtype]
+
+
+# Expressions -------------------------------------------------------------------------------
+
+Step = Callable[[Weights], Weights]
+
+
+def _group_size(text: str) -> int:
+    if not text.isdigit() or int(text) == 0 or int(text) % 2:
+        raise ValueError("expected a positive even group size")
+    return int(text)
+
+
+def _cast_argument(text: str) -> str:
+    if text not in CAST_DTYPES:
+        raise ValueError(f"expected one of {', '.join(CAST_DTYPES)}")
+    return CAST_DTYPES[text]
+
+
+_STEPS: dict[str, Callable[..., Weights]] = {
+    "fuse-qkv": _fuse_qkv,
+    "quantize-int8": _quantize_int8,
+    "quantize-int4": _quantize_int4,
+    "cast": _cast,
+}
+_ARGUMENT: dict[str, Callable[[str], Any]] = {"quantize-int4": _group_size, "cast": _cast_argument}
+_DEFAULT: dict[str, Any] = {"quantize-int4": 32, "cast": "float16"}
+_USAGE = {"quantize-int4": "quantize-int4[:GROUP]", "cast": "cast[:DTYPE]"}
+
+RECIPE_NAMES: tuple[str, ...] = tuple(_STEPS)
+
+
+def recipe(expression: str) -> Recipe:
+    """The transform of a recipe expression such as `fuse-qkv+cast:bfloat16`."""
+    steps = [_step(part.strip(), expression) for part in expression.split("+")]
+
+    def composed(params: Mapping[str, Tensor]) -> dict[str, Any]:
+        weights = Weights(dict(params))
+        for step in steps:
+            weights = step(weights)
+        return weights.tensors
+
+    composed.__name__ = expression
+    composed.__qualname__ = expression
+    return composed
+
+
+def _step(part: str, expression: str) -> Step:
+    name, colon, argument = part.partition(":")
+    if name not in _STEPS:
+        close = difflib.get_close_matches(name, RECIPE_NAMES, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        known = ", ".join(_USAGE.get(n, n) for n in RECIPE_NAMES)
+        raise ConvertError(
+            f"unknown recipe {name!r} in {expression!r}{hint}; expected one of {known}, "
+            "joined with '+', or a .py file defining transform(params)"
+        )
+    step = _STEPS[name]
+    if not colon:
+        default = _DEFAULT.get(name)
+        return step if default is None else lambda weights: step(weights, default)
+    if name not in _ARGUMENT:
+        raise ConvertError(f"recipe {name!r} takes no argument, got {part!r}")
+    try:
+        value = _ARGUMENT[name](argument)
+    except ValueError as err:
+        raise ConvertError(
+            f"recipe {name!r}: bad argument {argument!r} in {expression!r}: {err}"
+        ) from None
+    return lambda weights: step(weights, value)
+
+
+# SPEC --------------------------------------------------------------------------------------
+
+
+def load_spec(spec: str | os.PathLike[str] | Callable[..., Any]) -> Callable[..., Any]:
+    """Resolve SPEC: a callable, a Python file defining `transform(params)`, or a recipe."""
+    if callable(spec):
+        return spec
+    text = os.fspath(spec)
+    if isinstance(spec, os.PathLike) or text.endswith(".py"):
+        return _load_file(Path(text))
+    return recipe(text)
+
+
+def spec_name(spec: str | os.PathLike[str] | Callable[..., Any]) -> str:
+    """How reports name SPEC: the recipe expression, the file, or the function's name."""
+    if callable(spec):
+        return str(getattr(spec, "__name__", repr(spec)))
+    return os.fspath(spec)
+
+
+def _load_file(path: Path) -> Callable[..., Any]:
+    if not path.is_file():
+        raise ConvertError(f"{path}: spec file not found; expected a .py file or a recipe name")
+    module_spec = importlib.util.spec_from_file_location(f"lazyparams_spec_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ConvertError(f"{path}: cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except SyntaxError as err:
+        raise ConvertError(f"{path}:{err.lineno}: syntax error: {err.msg}") from None
+    except Exception as err:  # the user's module failed on import: report, don't crash
+        raise ConvertError(
+            f"{path}: loading the spec failed: {type(err).__name__}: {err}"
+        ) from None
+    transform = getattr(module, "transform", None)
+    if not callable(transform):
+        raise ConvertError(f"{path}: expected a function `transform(params)`, found none")
+    return transform  # type: ignore[no-any-return]
