@@ -18,6 +18,7 @@ from lazyparams import op
 from lazyparams.frontend.location import trace_error
 from lazyparams.frontend.tensor import Tensor, checked_dtype, operand, tensor_operand
 from lazyparams.frontend.tracer import Tracer, active_tracer, checked
+from lazyparams.ir.describe import show_shape
 from lazyparams.ir.expr import Var
 from lazyparams.ir.prim import IntImm, PrimVar
 from lazyparams.ir.struct_info import TensorStructInfo, tensor
@@ -202,6 +203,9 @@ def _resolve(buf: Buffer, bound: dict[PrimVar, int]) -> tuple[int, ...] | None:
 
 
 def _describe(buf: Buffer, bound: dict[PrimVar, int] | None = None) -> str:
-    shape = _resolve(buf, bound or {})
-    dims = shape if shape is not None else tuple(str(d) for d in buf.shape)
-    return f"{dims} {buf.dtype}"
+    """`(4, 6) float32`, with the dims the arguments fixed filled in and the rest by name."""
+    bound = bound or {}
+    dims = tuple(
+        IntImm(bound[d]) if isinstance(d, PrimVar) and d in bound else d for d in buf.shape
+    )
+    return f"{show_shape(dims)} {buf.dtype}"

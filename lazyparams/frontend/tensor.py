@@ -21,8 +21,10 @@ from lazyparams.frontend.values import (
     is_scalar,
     scalar_array,
 )
+from lazyparams.ir.describe import describe
 from lazyparams.ir.dtype import is_float, itemsize
 from lazyparams.ir.expr import Constant, Expr, Var
+from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.struct_info import TensorStructInfo
 
 _BINARY = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
@@ -34,9 +36,9 @@ class Tensor:
     __slots__ = ("_shape", "dtype", "tracer", "var")
 
     def __init__(self, tracer: Tracer, var: Var) -> None:
-        sinfo = var.struct_info
+        sinfo = struct_info_of(var)
         if not isinstance(sinfo, TensorStructInfo) or sinfo.static_shape is None:
-            raise trace_error("trace", f"expected a tensor of static shape, got {sinfo}")
+            raise trace_error("trace", f"expected a tensor of static shape, got {describe(sinfo)}")
         self.tracer = tracer
         self.var = var
         self._shape: tuple[int, ...] = sinfo.static_shape

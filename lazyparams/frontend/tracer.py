@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 from lazyparams.errors import LazyParamsError, StructInfoError, TraceError
 from lazyparams.frontend.location import trace_error
 from lazyparams.frontend.values import BadValue
-from lazyparams.ir.block_builder import BlockBuilder
+from lazyparams.ir.block_builder import BlockBuilder, NameTable
+from lazyparams.ir.describe import describe
 from lazyparams.ir.expr import Call, Expr, GlobalVar, TupleGetItem, Var, VarBinding
-from lazyparams.ir.infer import is_pure_call
+from lazyparams.ir.infer import is_pure_call, struct_info_of
 from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo, tensor
 from lazyparams.op import make_call
 from lazyparams.tir.nodes import PrimFunc
@@ -85,7 +86,9 @@ class Tracer:
         self.prim_funcs: dict[GlobalVar, PrimFunc] = {}
         self.numpy_kernels: dict[str, Callable[..., Any]] = {}
         self._extern_names: dict[int, str] = {}
-        self._function_names = {func_name}
+        self._function_names = NameTable()
+        self._function_names.reserve(func_name)
+        self._extern_table = NameTable()
         self.is_pure = True
         self.running = False
 
@@ -134,9 +137,9 @@ class Tracer:
 
     def emit_fields(self, tuple_var: Var, what: str) -> tuple[Var, ...]:
         """Bind each field of a tuple-valued var, so every result is a tensor var of its own."""
-        sinfo = tuple_var.struct_info
+        sinfo = struct_info_of(tuple_var)
         if not isinstance(sinfo, TupleStructInfo):
-            raise LazyParamsError(f"{what}: expected a tuple result, got {sinfo}")
+            raise LazyParamsError(f"{what}: expected a tuple result, got {describe(sinfo)}")
         hint = tuple_var.name_hint
         return tuple(
             self.emit(TupleGetItem(tuple_var, i), f"{hint}_{i}", what)
@@ -149,7 +152,7 @@ class Tracer:
         """The GlobalVar of a TIR kernel, adding it to the module on first use."""
         gvar = self.kernel_vars.get(id(func))
         if gvar is None:
-            gvar = GlobalVar(self._unique_function_name(identifier(name, "kernel")))
+            gvar = GlobalVar(self._function_names.fresh(identifier(name, "kernel")))
             self.kernel_vars[id(func)] = gvar
             self.prim_funcs[gvar] = func
         return gvar
@@ -160,22 +163,10 @@ class Tracer:
         if extern is None:
             # An extern name is a string, not an identifier: keywords need no escaping.
             stem = re.sub(r"\W+", "_", name).strip("_") or "kernel"
-            base, counter = f"numpy_kernel.{stem}", 0
-            extern = base
-            while extern in self.numpy_kernels:
-                counter += 1
-                extern = f"{base}_{counter}"
+            extern = self._extern_table.fresh(f"numpy_kernel.{stem}")
             self._extern_names[id(fn)] = extern
             self.numpy_kernels[extern] = fn
         return extern
-
-    def _unique_function_name(self, base: str) -> str:
-        name, counter = base, 0
-        while name in self._function_names:
-            counter += 1
-            name = f"{base}_{counter}"
-        self._function_names.add(name)
-        return name
 
 
 def located(what: str, error: BadValue) -> TraceError:

@@ -42,8 +42,26 @@ class TensorInfo:
         """The TensorInfo describing `array`; CheckpointError for dtypes the IR has no name for."""
         dtype = dtype_name(array.dtype)
         if dtype is None:
-            raise CheckpointError(f"tensor {name!r}: unsupported numpy dtype {array.dtype}")
+            raise CheckpointError(
+                f"tensor {name!r}: unsupported numpy dtype {array.dtype}; "
+                f"expected one of {', '.join(DTYPE_NAMES)}"
+            )
         return cls(name, tuple(array.shape), dtype, int(array.nbytes))
+
+
+def open_binary(path: str) -> IO[bytes]:
+    """`path` opened for reading bytes; a CheckpointError naming it when that fails."""
+    try:
+        return open(path, "rb")
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot open: {err.strerror}") from None
+
+
+def _preview(names: Iterable[str], count: int = 5) -> str:
+    """The first few names, for messages about a checkpoint of possibly thousands of tensors."""
+    listed = list(names)
+    more = f", ... ({len(listed) - count} more)" if len(listed) > count else ""
+    return ", ".join(listed[:count]) + more
 
 
 @runtime_checkable
@@ -90,7 +108,10 @@ class SourceBase:
         try:
             return self._infos[name]
         except KeyError:
-            raise CheckpointError(f"{self.path}: no tensor named {name!r}") from None
+            raise CheckpointError(
+                f"{self.path}: no tensor named {name!r}; expected one of its "
+                f"{len(self._infos)} tensors ({_preview(self._infos)})"
+            ) from None
 
     def close(self) -> None:
         """Release the file; arrays already returned stay valid."""
@@ -98,7 +119,7 @@ class SourceBase:
     def _fileno(self, file: IO[bytes]) -> int:
         """The descriptor of `file`, or CheckpointError once the source is closed."""
         if file.closed:
-            raise CheckpointError(f"{self.path}: the source is closed")
+            raise CheckpointError(f"{self.path}: the source is closed; expected an open one")
         return file.fileno()
 
     def __enter__(self) -> Self:
@@ -173,13 +194,20 @@ class SinkBase:
         if info.name in self.infos:
             raise CheckpointError(f"{where} is declared twice")
         if info.dtype not in DTYPE_NAMES:
-            raise CheckpointError(f"{where}: unknown dtype {info.dtype!r}")
+            raise CheckpointError(
+                f"{where}: unknown dtype {info.dtype!r}; expected one of {', '.join(DTYPE_NAMES)}"
+            )
         if info.nbytes != math.prod(info.shape) * itemsize(info.dtype):
-            raise CheckpointError(f"{where}: nbytes {info.nbytes} disagrees with shape and dtype")
+            expected = math.prod(info.shape) * itemsize(info.dtype)
+            raise CheckpointError(
+                f"{where}: nbytes {info.nbytes} disagrees with shape and dtype; expected {expected}"
+            )
 
     def _require_open(self) -> None:
         if self._state != "open":
-            raise CheckpointError(f"{self.path}: the sink is already {self._state}")
+            raise CheckpointError(
+                f"{self.path}: the sink is already {self._state}; expected an open sink"
+            )
 
     def _accept(self, name: str, array: Array) -> Array:
         """Validate one write and mark the name written; returns the array in native byte order."""
@@ -187,7 +215,10 @@ class SinkBase:
         array = np.asarray(array)
         info = self.infos.get(name)
         if info is None:
-            raise CheckpointError(f"{self.path}: tensor {name!r} was not declared")
+            raise CheckpointError(
+                f"{self.path}: tensor {name!r} was not declared; expected one of the "
+                f"{len(self.infos)} declared tensors ({_preview(self.infos)})"
+            )
         got = dtype_name(array.dtype) or str(array.dtype)
         if got != info.dtype or tuple(array.shape) != info.shape:
             raise CheckpointError(

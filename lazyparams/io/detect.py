@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io.base import CheckpointSink, CheckpointSource, TensorInfo
+from lazyparams.io.base import CheckpointSink, CheckpointSource, TensorInfo, open_binary
 from lazyparams.io.gguf_format import GGUFSink, GGUFSource
 from lazyparams.io.numpy_sink import NpyFolderSink, NpzSink
 from lazyparams.io.numpy_source import NpyFolderSource, NpzSource
@@ -68,11 +68,8 @@ def _open_folder(folder: Path) -> CheckpointSource:
 
 def _sniff(path: Path) -> Opener:
     """Guess a file's format from its first bytes when its extension says nothing."""
-    try:
-        with open(path, "rb") as fp:
-            head = fp.read(9)
-    except OSError as err:
-        raise CheckpointError(f"{path}: cannot open: {err.strerror}") from None
+    with open_binary(str(path)) as fp:
+        head = fp.read(9)
     if head.startswith(b"GGUF"):
         return GGUFSource
     if head.startswith(b"PK\x03\x04"):

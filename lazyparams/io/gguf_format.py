@@ -14,7 +14,7 @@ from pathlib import Path
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo
+from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo, open_binary
 from lazyparams.io.dtypes import numpy_dtype
 from lazyparams.io.filemap import map_array, write_array_at
 from lazyparams.io.staging import Staging
@@ -44,7 +44,10 @@ class GGUFSource(SourceBase):
         except _READ_ERRORS as err:
             raise CheckpointError(f"{self.path}: not a readable GGUF file: {err}") from None
         if reader.byte_order != "I":
-            raise CheckpointError(f"{self.path}: byte-swapped (big-endian) GGUF is not supported")
+            raise CheckpointError(
+                f"{self.path}: byte-swapped (big-endian) GGUF is not supported; "
+                "expected a little-endian file"
+            )
         self._order = [tensor.name for tensor in reader.tensors]
         self._offsets = {tensor.name: int(tensor.data_offset) for tensor in reader.tensors}
         self._quantized: dict[str, str] = {}
@@ -57,7 +60,7 @@ class GGUFSource(SourceBase):
             else:
                 self._infos[tensor.name] = TensorInfo.of(tensor.name, shape, dtype)
         del reader  # drops the reader's whole-file map; loads map one tensor each
-        self._file = open(path, "rb")  # noqa: SIM115 - kept open until close()
+        self._file = open_binary(self.path)
 
     def names(self) -> list[str]:
         """Every tensor in file order, quantized ones included."""

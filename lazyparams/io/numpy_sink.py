@@ -77,7 +77,9 @@ class NpyFolderSink(SinkBase):
     def __init__(self, path: str | os.PathLike[str], infos: Sequence[TensorInfo]) -> None:
         folder = Path(path)
         if folder.exists() and not folder.is_dir():
-            raise CheckpointError(f"{folder}: exists and is not a folder")
+            raise CheckpointError(
+                f"{folder}: exists and is not a folder; expected a folder or nothing"
+            )
         super().__init__(str(path), infos)
         self._staging = Staging()
         self._temps: dict[str, Path] = {}
@@ -110,8 +112,10 @@ class NpyFolderSink(SinkBase):
 def _relative_name(name: str, path: str) -> str:
     """`name` checked to be a relative path that stays inside the folder."""
     parts = PurePosixPath(name).parts
-    if not name or name.startswith("/") or PurePosixPath(name).as_posix() != name:
-        raise CheckpointError(f"{path}: tensor name {name!r} cannot be a file name")
-    if any(part in (".", "..") for part in parts):
-        raise CheckpointError(f"{path}: tensor name {name!r} cannot be a file name")
+    plain = name and not name.startswith("/") and PurePosixPath(name).as_posix() == name
+    if not plain or any(part in (".", "..") for part in parts):
+        raise CheckpointError(
+            f"{path}: tensor name {name!r} cannot be a file name; expected a relative path "
+            "without '.' or '..' parts"
+        )
     return name

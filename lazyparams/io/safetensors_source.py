@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import os
 
-from lazyparams.errors import CheckpointError
-from lazyparams.io.base import Array, SourceBase
+from lazyparams.io.base import Array, SourceBase, open_binary
 from lazyparams.io.dtypes import numpy_dtype
 from lazyparams.io.filemap import map_array
 from lazyparams.io.safetensors_format import Header, parse_header
@@ -19,10 +18,7 @@ class SafetensorsSource(SourceBase):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
-        try:
-            self._file = open(path, "rb")  # noqa: SIM115 - kept open until close()
-        except OSError as err:
-            raise CheckpointError(f"{self.path}: cannot open: {err.strerror}") from None
+        self._file = open_binary(self.path)
         try:
             self.header = self._read_header()
         except BaseException:

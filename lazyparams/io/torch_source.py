@@ -13,7 +13,7 @@ import zipfile
 import numpy as np
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io.base import Array, SourceBase, TensorInfo
+from lazyparams.io.base import Array, SourceBase, TensorInfo, open_binary
 from lazyparams.io.dtypes import numpy_dtype
 from lazyparams.io.filemap import map_array, strided_extent, strided_view
 from lazyparams.io.npy_format import member_data_offset
@@ -27,10 +27,7 @@ class TorchSource(SourceBase):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
-        try:
-            self._file = open(path, "rb")  # noqa: SIM115 - kept open until close()
-        except OSError as err:
-            raise CheckpointError(f"{self.path}: cannot open: {err.strerror}") from None
+        self._file = open_binary(self.path)
         try:
             self._zip = self._open_zip()
             self._prefix = self._find_prefix()

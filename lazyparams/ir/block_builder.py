@@ -1,7 +1,7 @@
 """BlockBuilder: builds functions binding by binding, inferring struct info on emit.
 
-It keeps a stack of open blocks (plain or dataflow), makes fresh names, and normalizes nested
-calls into bindings. Passes and the tracing frontend build all new IR through it.
+It keeps the blocks built so far and the one open block (plain or dataflow), and hands out
+fresh names. Passes and the tracing frontend build all new IR through it. Imports `ir` only.
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ class NameTable:
         self._used: set[str] = set()
         self._counter: dict[str, int] = {}
 
+    def copy(self) -> NameTable:
+        """An independent table holding the same names, to go back to after a scope."""
+        table = NameTable()
+        table._used, table._counter = set(self._used), dict(self._counter)
+        return table
+
     def reserve(self, name: str) -> None:
         """Mark a name taken (a function param, for instance)."""
         self._used.add(name)
@@ -60,7 +66,10 @@ class NameTable:
 
 
 class BlockBuilder:
-    """Builds one function at a time: `with bb.function(...)`, `with bb.dataflow()`, `emit`."""
+    """Builds one function at a time: `emit` bindings, inside `with bb.dataflow():` or not.
+
+    `finish_function` then makes the Function; adjacent plain blocks come out as one block.
+    """
 
     def __init__(self) -> None:
         self.names = NameTable()
@@ -72,8 +81,7 @@ class BlockBuilder:
     @contextmanager
     def dataflow(self) -> Iterator[None]:
         """Open a dataflow block; bindings emitted inside it use DataflowVars."""
-        self._close_open_block()
-        self._open = _OpenBlock(is_dataflow=True)
+        self.begin_block(is_dataflow=True)
         try:
             yield
         finally:
@@ -119,14 +127,15 @@ class BlockBuilder:
 
     def emit(self, value: Expr, name_hint: str = "lv", sinfo: StructInfo | None = None) -> Var:
         """Bind `value` to a fresh var whose struct info is inferred (or `sinfo` if given)."""
-        var = self.new_var(name_hint, sinfo or struct_info_of(value), dataflow=self.in_dataflow)
+        sinfo = sinfo if sinfo is not None else struct_info_of(value)
+        var = self.new_var(name_hint, sinfo, dataflow=self.in_dataflow)
         self._current().bindings.append(VarBinding(var, value))
         return var
 
     def emit_output(self, value: Expr, name_hint: str = "gv") -> Var:
         """Inside a dataflow block, bind `value` to a var visible after the block."""
         if not self.in_dataflow:
-            raise LazyParamsError("emit_output is only valid inside a dataflow block")
+            raise LazyParamsError("emit_output: expected an open dataflow block, got a plain block")
         var = self.new_var(name_hint, struct_info_of(value))
         self._current().bindings.append(VarBinding(var, value))
         return var

@@ -103,4 +103,6 @@ def from_numpy(dtype: np.dtype[np.generic] | type) -> str:
     for name, candidate in _NUMPY.items():
         if candidate == np_dtype:
             return name
-    raise StructInfoError(f"numpy dtype {np_dtype} has no IR equivalent")
+    raise StructInfoError(
+        f"numpy dtype {np_dtype} has no IR equivalent; expected one of {', '.join(DTYPES)}"
+    )

@@ -6,6 +6,7 @@ re-emits bindings through a BlockBuilder, remapping vars whose values were rewri
 
 from __future__ import annotations
 
+from lazyparams.errors import LazyParamsError
 from lazyparams.ir.block_builder import BlockBuilder
 from lazyparams.ir.expr import (
     Binding,
@@ -49,12 +50,20 @@ _METHOD = {
 }
 
 
+def _method(expr: Expr) -> str:
+    """The name of the `visit_*_` hook for `expr`'s node type."""
+    name = _METHOD.get(type(expr))
+    if name is None:
+        raise LazyParamsError(f"expected a Relax expression, got {type(expr).__name__}")
+    return name
+
+
 class ExprVisitor:
     """Walks an expression tree in evaluation order; override `visit_*_` hooks to observe."""
 
     def visit_expr(self, expr: Expr) -> None:
         """Visit `expr` and everything inside it."""
-        getattr(self, _METHOD[type(expr)])(expr)
+        getattr(self, _method(expr))(expr)
 
     def visit_var_(self, var: Var) -> None:
         """A use of a var."""
@@ -143,7 +152,7 @@ class ExprMutator:
 
     def visit_expr(self, expr: Expr) -> Expr:
         """The rewritten form of `expr` (the same object when nothing inside changed)."""
-        result: Expr = getattr(self, _METHOD[type(expr)])(expr)
+        result: Expr = getattr(self, _method(expr))(expr)
         return result
 
     def visit_var_(self, var: Var) -> Expr:
@@ -193,7 +202,10 @@ class ExprMutator:
             self.visit_binding_block(block)
         self.builder.end_block()
         body = self.visit_expr(seq.body)
-        return SeqExpr(self.builder.take_blocks(), body)
+        blocks = self.builder.take_blocks()
+        if body is seq.body and _same_blocks(blocks, seq.blocks):
+            return seq
+        return SeqExpr(blocks, body)
 
     def visit_binding_block(self, block: BindingBlock) -> None:
         """Re-emit every binding of `block` into the builder's open block."""
@@ -226,3 +238,13 @@ class ExprMutator:
             self.builder.emit_binding(binding)
         else:
             self.builder.emit_binding(MatchCast(binding.var, value, binding.struct_info))
+
+
+def _same_blocks(new: tuple[BindingBlock, ...], old: tuple[BindingBlock, ...]) -> bool:
+    """Whether re-emitted blocks hold exactly the original bindings, in blocks of the same kinds."""
+    return len(new) == len(old) and all(
+        type(a) is type(b)
+        and len(a.bindings) == len(b.bindings)
+        and all(x is y for x, y in zip(a.bindings, b.bindings, strict=True))
+        for a, b in zip(new, old, strict=True)
+    )

@@ -7,6 +7,7 @@ Calls to ops use the op registry's inference; calls to externs and functions use
 from __future__ import annotations
 
 from lazyparams.errors import StructInfoError
+from lazyparams.ir.describe import describe
 from lazyparams.ir.dtype import from_numpy
 from lazyparams.ir.expr import (
     Call,
@@ -61,7 +62,7 @@ def struct_info_of(expr: Expr) -> StructInfo:
         return FuncStructInfo(params, expr.ret_struct_info, expr.is_pure)
     if isinstance(expr, (StringImm, ExternFunc, GlobalVar, Op)):
         return ObjectStructInfo()
-    raise StructInfoError(f"no struct info for {type(expr).__name__}")
+    raise StructInfoError(f"expected a Relax expression, got {type(expr).__name__}")
 
 
 def _call_struct_info(call: Call) -> StructInfo:
@@ -80,10 +81,13 @@ def _tuple_field(item: TupleGetItem) -> StructInfo:
     if isinstance(sinfo, ObjectStructInfo):
         return ObjectStructInfo()
     if not isinstance(sinfo, TupleStructInfo):
-        raise StructInfoError(f"indexing [{item.index}] needs a tuple, got {type(sinfo).__name__}")
+        raise StructInfoError(
+            f"indexing [{item.index}] needs a tuple; expected R.Tuple, got {describe(sinfo)}"
+        )
     if not 0 <= item.index < len(sinfo.fields):
         raise StructInfoError(
-            f"tuple index {item.index} out of range for a tuple of {len(sinfo.fields)} fields"
+            f"tuple index {item.index} out of range: expected 0 <= index < {len(sinfo.fields)}, "
+            f"got {item.index}"
         )
     return sinfo.fields[item.index]
 

@@ -41,7 +41,7 @@ class IRModule:
     def __getitem__(self, key: str | GlobalVar) -> BaseFunc:
         name = key.name_hint if isinstance(key, GlobalVar) else key
         if name not in self._functions:
-            raise LazyParamsError(f"module has no function {name!r}; it has {self.names()}")
+            raise self._missing(name)
         return self._functions[name]
 
     def __contains__(self, key: object) -> bool:
@@ -53,6 +53,10 @@ class IRModule:
 
     def __len__(self) -> int:
         return len(self._functions)
+
+    def _missing(self, name: str) -> LazyParamsError:
+        have = ", ".join(self.names()) or "none"
+        return LazyParamsError(f"module has no function {name!r}; expected one of {have}")
 
     def names(self) -> list[str]:
         """Function names in module order."""
@@ -69,7 +73,7 @@ class IRModule:
     def get_global_var(self, name: str) -> GlobalVar:
         """The GlobalVar naming function `name` in this module."""
         if name not in self._global_vars:
-            raise LazyParamsError(f"module has no function {name!r}; it has {self.names()}")
+            raise self._missing(name)
         return self._global_vars[name]
 
     def with_function(self, name: str, func: BaseFunc) -> IRModule:
@@ -90,7 +94,9 @@ class IRModule:
     def script(self) -> str:
         """The module in script syntax; parsing it back gives a structurally equal module."""
         if not _printer:
-            raise LazyParamsError("no script printer installed; import lazyparams.script")
+            raise LazyParamsError(
+                "no script printer installed; expected lazyparams.script imported, got none"
+            )
         return _printer[0](self)
 
     def __str__(self) -> str:

@@ -55,7 +55,7 @@ def register_op(info: OpInfo) -> Op:
 def get_op(name: str) -> Op:
     """The unique `Op` node of a registered op, or raise naming the unknown op."""
     if name not in _OPS:
-        raise StructInfoError(f"unknown op R.{name}; registered ops: {', '.join(sorted(_OPS))}")
+        raise _unknown(name)
     return _OPS[name]
 
 
@@ -63,8 +63,13 @@ def op_info(op: Op | str) -> OpInfo:
     """The registry entry of an op, by node or by name."""
     name = op if isinstance(op, str) else op.name
     if name not in _INFOS:
-        raise StructInfoError(f"unknown op R.{name}")
+        raise _unknown(name)
     return _INFOS[name]
+
+
+def _unknown(name: str) -> StructInfoError:
+    ops = ", ".join(f"R.{n}" for n in sorted(_INFOS)) or "none"
+    return StructInfoError(f"unknown op R.{name}; expected one of {ops}")
 
 
 def registered_ops() -> list[str]:

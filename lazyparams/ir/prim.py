@@ -1,16 +1,18 @@
 """Scalar (prim) expressions: symbolic shape dims and the arithmetic of TIR kernels.
 
 Shapes in struct info and every expression inside a PrimFunc are built from these nodes. Vars
-compare by identity; the other nodes are values. Imports numpy-free parts of `ir` only.
+compare by identity; the other nodes are values. Imports `ir.dtype` and the errors only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from lazyparams.errors import StructInfoError
 from lazyparams.ir.dtype import is_float
 
 
@@ -273,6 +275,29 @@ class Intrinsic(PrimExpr):
         return self.args[0].dtype
 
 
+BINARY_OPS: tuple[type[BinaryOp], ...] = (
+    Add, Sub, Mul, Div, FloorDiv, FloorMod, Min, Max, EQ, NE, LT, LE, GT, GE, And, Or
+)  # fmt: skip
+"""Every two-operand node class; the parser builds its operator tables from their spellings."""
+
+
+def operands(expr: PrimExpr) -> tuple[PrimExpr, ...]:
+    """The prim expressions directly inside `expr`, in field order (a load's indices too).
+
+    Generic over the node fields, so nodes of higher layers (`tir.BufferLoad`) are covered.
+    """
+    if not dataclasses.is_dataclass(expr):
+        return ()
+    found: list[PrimExpr] = []
+    for f in dataclasses.fields(expr):
+        value = getattr(expr, f.name)
+        if isinstance(value, PrimExpr):
+            found.append(value)
+        elif isinstance(value, tuple):
+            found.extend(v for v in value if isinstance(v, PrimExpr))
+    return tuple(found)
+
+
 def as_prim(value: PrimExpr | int | float | bool) -> PrimExpr:
     """Wrap a Python number as an immediate; pass prim expressions through."""
     if isinstance(value, PrimExpr):
@@ -283,7 +308,9 @@ def as_prim(value: PrimExpr | int | float | bool) -> PrimExpr:
         return IntImm(value)
     if isinstance(value, float):
         return FloatImm(value)
-    raise TypeError(f"expected a prim expression or a number, got {type(value).__name__}")
+    raise StructInfoError(
+        f"expected a prim expression or a number, got {type(value).__name__} {value!r:.60}"
+    )
 
 
 def _fold(node: type[BinaryOp], a: PrimExpr | int | float, b: PrimExpr | int | float) -> PrimExpr:

@@ -2,13 +2,12 @@
 
 Trees are equal when they have the same shape and values and their variables are bound at
 corresponding definition points; name hints do not matter. The walk is generic over the frozen
-dataclass fields, with a small table of definition points, and uses an explicit stack so that
-long functions need no deep recursion. Imports numpy and the other `ir` modules only.
+dataclass fields (`ir.structural_walk`) and uses an explicit stack so that long functions need
+no deep recursion. Imports numpy and the other `ir` modules only.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,133 +15,28 @@ from typing import Any
 
 import numpy as np
 
-from lazyparams.errors import LazyParamsError
 from lazyparams.ir.expr import Function
 from lazyparams.ir.module import IRModule
-from lazyparams.ir.struct_info import ObjectStructInfo
-
-# Binding contexts a value is met in. USE: a reference. DEF: a var is defined here (its own
-# fields, such as its struct info, are references). DEF_SIG: a var is defined here and symbolic
-# dims first met in its fields are defined too. SIG: inside such a defining signature.
-USE, DEF, DEF_SIG, SIG = 0, 1, 2, 3
-
-_DEFINITION_POINTS: dict[tuple[str, str], int] = {
-    ("Function", "params"): DEF_SIG,
-    ("VarBinding", "var"): DEF,
-    ("MatchCast", "var"): DEF_SIG,
-    ("MatchCast", "struct_info"): SIG,
-    ("For", "loop_var"): DEF,
-    ("IterVar", "var"): DEF,
-    ("PrimFunc", "params"): DEF_SIG,
-}
-"""(node class, field) -> the context its value is defined in; class names, not classes, so
-TIR nodes are covered without this layer importing `tir`."""
-
-_VAR_CLASSES = {"Var", "DataflowVar", "PrimVar", "Buffer"}
-"""Nodes compared by binding: equal when bound at corresponding points, not by their fields."""
-
-_IGNORED = {"name_hint", "name"}
-"""Fields of the var-like nodes that are only names, and so never compared."""
-
-_OBJECT = ObjectStructInfo()
-_NUMBERS = (int, float, str)
-
-# Kinds of value the walk dispatches on, decided once per type (isinstance on ABCs is slow).
-SCALAR, SEQUENCE, MAPPING, ARRAY, MODULE, NODE = range(6)
-_KINDS: dict[type, int] = {
-    **dict.fromkeys((type(None), bool, int, float, str, bytes), SCALAR),
-    tuple: SEQUENCE,
-    list: SEQUENCE,
-    np.ndarray: ARRAY,
-    IRModule: MODULE,
-}
-
-
-def _kind_of(cls: type) -> int:
-    """The dispatch kind of a type (subclasses of builtins included), cached."""
-    kind = _KINDS.get(cls)
-    if kind is None:
-        kind = NODE
-        bases = ((Mapping, MAPPING), (np.generic, SCALAR), (tuple, SEQUENCE), (_NUMBERS, SCALAR))
-        for base, base_kind in bases:
-            if issubclass(cls, base):
-                kind = base_kind
-                break
-        _KINDS[cls] = kind
-    return kind
-
-
-Path = tuple[Any, ...] | None
-"""A path from the root as a linked list `(parent, step)`; a step is a field name (str), an
-index (int) or a key (a 1-tuple). Only rendered into text when a difference is reported."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """How to walk one node class: whether it is var-like, and its fields with their contexts."""
-
-    is_var: bool
-    fields: tuple[tuple[str, int], ...]
-
-
-_PLANS: dict[type, _Plan] = {}
-
-
-def _plan(cls: type) -> _Plan:
-    """The cached walk plan of a dataclass node type; -1 means "inherit the context"."""
-    plan = _PLANS.get(cls)
-    if plan is None:
-        if not dataclasses.is_dataclass(cls):
-            raise LazyParamsError(
-                "structural comparison: expected an IR node, an IRModule or an attribute value "
-                f"(number, string, tuple, list, dict, None), got {cls.__name__}"
-            )
-        is_var = cls.__name__ in _VAR_CLASSES
-        names = [f.name for f in dataclasses.fields(cls) if not (is_var and f.name in _IGNORED)]
-        ctxs = [_DEFINITION_POINTS.get((cls.__name__, n), -1) for n in names]
-        plan = _PLANS[cls] = _Plan(is_var, tuple(zip(names, ctxs, strict=True)))
-    return plan
-
-
-def _field(node: Any, name: str) -> Any:
-    """A field's value; a var without struct info is treated as `R.Object`, as inference does."""
-    value = getattr(node, name)
-    if value is None and name == "struct_info":
-        return _OBJECT
-    return value
-
-
-def _child_ctx(own: int, ctx: int) -> int:
-    """Context of a node's field: its definition-point context, else SIG propagates, else USE."""
-    if own >= 0:
-        return own
-    return SIG if ctx == SIG else USE
-
-
-def _var_fields_ctx(ctx: int) -> int:
-    """Context of a var's own fields: dims in a defining signature are defined there."""
-    return SIG if ctx in (DEF_SIG, SIG) else USE
-
-
-def _scalar_key(value: Any) -> tuple[str, Any]:
-    """An exact, hashable key of a leaf value: floats by bits (so -0.0 != 0.0, NaN == NaN)."""
-    if isinstance(value, float):
-        return ("float", value.hex())
-    return (type(value).__name__, value)
-
-
-def _leaf_key(value: Any) -> tuple[str, Any]:
-    """The key of a scalar leaf; numpy scalars count as the Python numbers they hold."""
-    return _scalar_key(value.item() if isinstance(value, np.generic) else value)
-
-
-def _array_key(array: np.ndarray[Any, Any]) -> tuple[str, tuple[int, ...]]:
-    return (array.dtype.str, array.shape)
-
-
-def _array_bytes(array: np.ndarray[Any, Any]) -> bytes:
-    return np.ascontiguousarray(array).tobytes()
-
+from lazyparams.ir.structural_walk import (
+    ARRAY,
+    MAPPING,
+    MODULE,
+    NODE,
+    SCALAR,
+    SEQUENCE,
+    USE,
+    NodePlan,
+    Path,
+    array_bytes,
+    array_key,
+    child_ctx,
+    field_value,
+    kind_of,
+    leaf_key,
+    node_plan,
+    scalar_key,
+    var_fields_ctx,
+)
 
 # Equality ------------------------------------------------------------------------------------
 
@@ -180,9 +74,9 @@ class _Comparer:
         return None
 
     def _step(self, a: Any, b: Any, path: Path, ctx: int) -> str | None:
-        kind, kind_b = _kind_of(type(a)), _kind_of(type(b))
+        kind, kind_b = kind_of(type(a)), kind_of(type(b))
         if kind == SCALAR or kind_b == SCALAR:
-            if a is b or (kind == kind_b and _leaf_key(a) == _leaf_key(b)):
+            if a is b or (kind == kind_b and leaf_key(a) == leaf_key(b)):
                 return None
             return f"values differ: {_kind(a)} {_brief(a, 80)} vs {_kind(b)} {_brief(b, 80)}"
         if kind != kind_b or (kind == NODE and type(a) is not type(b)):
@@ -195,7 +89,7 @@ class _Comparer:
             return _compare_arrays(a, b)
         if kind == MODULE:
             return self._module(a, b, path)
-        plan = _plan(type(a))
+        plan = node_plan(type(a))
         if plan.is_var:
             return self._var(a, b, path, ctx, plan)
         self._push_fields(a, b, path, ctx, plan, None)
@@ -225,7 +119,7 @@ class _Comparer:
         self.stack.append((a.attrs, b.attrs, (path, "attrs"), USE))
         return None
 
-    def _var(self, a: Any, b: Any, path: Path, ctx: int, plan: _Plan) -> str | None:
+    def _var(self, a: Any, b: Any, path: Path, ctx: int, plan: NodePlan) -> str | None:
         bound_a, bound_b = self.lhs_map.get(a), self.rhs_map.get(b)
         if bound_a is not None or bound_b is not None:
             if bound_a is b and bound_b is a:
@@ -240,22 +134,22 @@ class _Comparer:
                 "compared code equals only itself unless map_free_vars=True)"
             )
         self.lhs_map[a], self.rhs_map[b] = b, a
-        self._push_fields(a, b, path, _var_fields_ctx(ctx), plan, _var_fields_ctx(ctx))
+        self._push_fields(a, b, path, var_fields_ctx(ctx), plan, var_fields_ctx(ctx))
         return None
 
     def _push_fields(
-        self, a: Any, b: Any, path: Path, ctx: int, plan: _Plan, fixed: int | None
+        self, a: Any, b: Any, path: Path, ctx: int, plan: NodePlan, fixed: int | None
     ) -> None:
         """Queue the field pairs so they are visited in declaration order."""
         for name, own in reversed(plan.fields):
-            child_ctx = fixed if fixed is not None else _child_ctx(own, ctx)
-            self.stack.append((_field(a, name), _field(b, name), (path, name), child_ctx))
+            inner = fixed if fixed is not None else child_ctx(own, ctx)
+            self.stack.append((field_value(a, name), field_value(b, name), (path, name), inner))
 
 
 def _compare_arrays(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> str | None:
-    if _array_key(a) != _array_key(b):
+    if array_key(a) != array_key(b):
         return f"constants differ: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
-    if _array_bytes(a) != _array_bytes(b):
+    if array_bytes(a) != array_bytes(b):
         return "constant data differs"
     return None
 
@@ -356,19 +250,19 @@ class _Hasher:
         return int.from_bytes(digest, "little")
 
     def _step(self, node: Any, stack: list[Any]) -> None:
-        tokens, kind = self.tokens, _kind_of(type(node))
+        tokens, kind = self.tokens, kind_of(type(node))
         if kind == SCALAR:
-            tokens.append(_leaf_key(node))
+            tokens.append(leaf_key(node))
         elif kind == SEQUENCE:
             tokens.append(("seq", len(node)))
             stack.extend(reversed(node))
         elif kind == MAPPING:
             keys = sorted(node, key=repr)
-            tokens.append(("map", tuple(_scalar_key(k) for k in keys)))
+            tokens.append(("map", tuple(scalar_key(k) for k in keys)))
             stack.extend(node[k] for k in reversed(keys))
         elif kind == ARRAY:
-            data = hashlib.blake2b(_array_bytes(node), digest_size=16).hexdigest()
-            tokens.append(("array", _array_key(node), data))
+            data = hashlib.blake2b(array_bytes(node), digest_size=16).hexdigest()
+            tokens.append(("array", array_key(node), data))
         elif kind == MODULE:
             names = sorted(node.names())
             tokens.append(("module", tuple(names)))
@@ -378,7 +272,7 @@ class _Hasher:
             self._node(node, stack)
 
     def _node(self, node: Any, stack: list[Any]) -> None:
-        plan = _plan(type(node))
+        plan = node_plan(type(node))
         if plan.is_var:
             index = self.var_index.get(node)
             if index is not None:
@@ -386,7 +280,7 @@ class _Hasher:
                 return
             self.var_index[node] = len(self.var_index)
         self.tokens.append(("node", type(node).__name__))
-        stack.extend(_field(node, name) for name, _ in reversed(plan.fields))
+        stack.extend(field_value(node, name) for name, _ in reversed(plan.fields))
 
 
 def structural_hash(value: Any) -> int:

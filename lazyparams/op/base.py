@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from lazyparams.errors import StructInfoError
-from lazyparams.ir.dtype import canonical_dtype, is_dtype
+from lazyparams.ir.describe import describe, show_dim
+from lazyparams.ir.dtype import canonical_dtype, is_dtype, is_float, is_int
 from lazyparams.ir.expr import Call, Expr
 from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.op_registry import InferFn, OpInfo, OpParam, get_op, op_info, register_op
 from lazyparams.ir.prim import IntImm, PrimExpr, as_prim
 from lazyparams.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
-from lazyparams.op.describe import describe, show_dim
 
 Normalizer = Callable[[str, str, Any], Any]
 """`(op name, attr name, value) -> canonical value`; raises StructInfoError on a bad value."""
@@ -77,6 +77,11 @@ def as_optional_ints(op: str, name: str, value: Any) -> tuple[int, ...] | None:
     return None if value is None else as_ints(op, name, value)
 
 
+def as_optional_int(op: str, name: str, value: Any) -> int | None:
+    """An int attr that may be left as None."""
+    return None if value is None else as_int(op, name, value)
+
+
 def as_int_or_ints(op: str, name: str, value: Any) -> int | tuple[int, ...]:
     """An attr that is either one int or a list of ints (kept as the user chose)."""
     if isinstance(value, Sequence) and not isinstance(value, str):
@@ -106,7 +111,7 @@ def as_shape(op: str, name: str, value: Any) -> tuple[PrimExpr, ...]:
         if isinstance(v, bool) or not isinstance(v, int | PrimExpr):
             fail(op, f"expected {name} dims to be ints or prim expressions, got {v!r}")
         dim = as_prim(v)
-        if not dim.dtype.startswith(("int", "uint")):
+        if not is_int(dim.dtype):
             fail(op, f"expected {name} dims of an integer dtype, got {show_dim(dim)}: {dim.dtype}")
         dims.append(dim)
     return tuple(dims)
@@ -239,7 +244,7 @@ def norm_axes(op: str, axes: Sequence[int], ndim: int, what: str = "axes") -> li
 
 def require_float(op: str, t: TensorStructInfo, what: str = "x") -> None:
     """Refuse a tensor whose (known) dtype is not floating point."""
-    if t.dtype and not t.dtype.startswith(("float", "bfloat")):
+    if t.dtype and not is_float(t.dtype):
         fail(op, f"expected {what} of a float dtype, got {t.dtype}")
 
 

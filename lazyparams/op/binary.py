@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from itertools import zip_longest
 
+from lazyparams.ir.describe import show_dim, show_shape
 from lazyparams.ir.expr import Call, Expr
 from lazyparams.ir.op_registry import OpParam
 from lazyparams.ir.prim import IntImm, PrimExpr
@@ -23,7 +24,6 @@ from lazyparams.op.base import (
     same_dtype,
     tensor_operand,
 )
-from lazyparams.op.describe import show_dim, show_shape
 from lazyparams.op.dims import dims_differ, dims_equal, is_one
 
 _ONE = IntImm(1)

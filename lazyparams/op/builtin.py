@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lazyparams.ir.describe import describe
 from lazyparams.ir.expr import Call, Expr, ExternFunc, GlobalVar, Tuple
 from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.op_registry import OpParam
@@ -21,7 +22,6 @@ from lazyparams.ir.struct_info import (
 )
 from lazyparams.op.base import SINFO_ARG_KEYWORDS as SINFO_ARG_KEYWORDS  # where callers look
 from lazyparams.op.base import OpDef, fail, make_call, operand, register
-from lazyparams.op.describe import describe
 
 # call_tir -----------------------------------------------------------------------------------
 

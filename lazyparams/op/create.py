@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from lazyparams.ir.describe import show_shape
 from lazyparams.ir.dtype import from_numpy, is_dtype, to_numpy
 from lazyparams.ir.expr import Call, Constant, PrimValue, ShapeExpr
 from lazyparams.ir.op_registry import OpParam
@@ -27,7 +28,6 @@ from lazyparams.op.base import (
     make_call,
     register,
 )
-from lazyparams.op.describe import show_shape
 
 Shape = Sequence[PrimExpr | int] | ShapeExpr
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lazyparams.ir.describe import describe, show_dim
+from lazyparams.ir.dtype import is_int
 from lazyparams.ir.expr import Call, Expr, Tuple
 from lazyparams.ir.op_registry import OpParam
 from lazyparams.ir.prim import PrimExpr, as_prim, const_int
@@ -17,6 +19,7 @@ from lazyparams.op.base import (
     as_int,
     as_int_or_ints,
     as_ints,
+    as_optional_int,
     as_optional_ints,
     attr,
     fail,
@@ -28,7 +31,6 @@ from lazyparams.op.base import (
     tensor_operand,
     tuple_operand,
 )
-from lazyparams.op.describe import describe, show_dim
 from lazyparams.op.dims import dims_differ, dims_equal, div_dim, simplify, slice_extent
 
 # concat -------------------------------------------------------------------------------------
@@ -179,7 +181,7 @@ def _infer_take(call: Call) -> TensorStructInfo:
     """numpy's take: the indices' shape replaces `axis` (or the whole, flattened, tensor)."""
     x = tensor_operand(call, 0)
     idx = tensor_operand(call, 1, "indices")
-    if idx.dtype and not idx.dtype.startswith(("int", "uint")):
+    if idx.dtype and not is_int(idx.dtype):
         fail("take", f"expected indices of an integer dtype, got {describe(idx)}")
     axis = attr(call, "axis")
     if axis is None:
@@ -191,10 +193,6 @@ def _infer_take(call: Call) -> TensorStructInfo:
         ndim = -1 if idx.ndim == -1 else x.ndim - 1 + idx.ndim
         return TensorStructInfo(None, x.dtype, ndim)
     return TensorStructInfo(x.shape[:a] + idx.shape + x.shape[a + 1 :], x.dtype)
-
-
-def _as_optional_int(op: str, name: str, value: object) -> int | None:
-    return None if value is None else as_int(op, name, value)
 
 
 def take(x: Expr, indices: Expr, axis: int | None = None) -> Call:
@@ -237,6 +235,6 @@ register(
         "take",
         (_X, OpParam("indices", "expr"), OpParam("axis", "attr", required=False)),
         _infer_take,
-        normalize={"axis": _as_optional_int},
+        normalize={"axis": as_optional_int},
     ),
 )

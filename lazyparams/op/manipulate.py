@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lazyparams.ir.describe import show_dim, show_shape
 from lazyparams.ir.expr import Call, Expr, ShapeExpr
 from lazyparams.ir.op_registry import OpParam
 from lazyparams.ir.prim import FloorDiv, IntImm, PrimExpr, const_int
@@ -25,7 +26,6 @@ from lazyparams.op.base import (
     register,
     tensor_operand,
 )
-from lazyparams.op.describe import show_dim, show_shape
 from lazyparams.op.dims import dims_differ, exact_div, product
 
 # permute_dims -------------------------------------------------------------------------------

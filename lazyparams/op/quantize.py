@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from lazyparams.ir.describe import show_dim
 from lazyparams.ir.expr import Call, Expr
 from lazyparams.ir.op_registry import OpParam
 from lazyparams.ir.prim import PrimExpr, const_int
@@ -25,7 +26,6 @@ from lazyparams.op.base import (
     require_rank,
     tensor_operand,
 )
-from lazyparams.op.describe import show_dim
 from lazyparams.op.dims import dims_differ, div_dim, simplify
 
 

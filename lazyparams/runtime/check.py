@@ -10,30 +10,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lazyparams.errors import RuntimeExecError
-from lazyparams.ir.expr import Call, Function, GlobalVar, Op, Tuple, Var
+from lazyparams.ir.describe import describe
+from lazyparams.ir.expr import Call, Expr, Function, GlobalVar, Op, Tuple, Var
 from lazyparams.ir.functor import ExprVisitor
 from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.module import IRModule
 from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
-from lazyparams.op.describe import describe
 from lazyparams.runtime.kernels import KERNELS
-from lazyparams.tir.eval import PrimFuncKernel
+from lazyparams.tir.kernel import PrimFuncKernel
 
 VM_OPS = ("call_tir", "vm.kill_object")
 """Ops the VM runs itself rather than through a kernel."""
 
 
 def call_tir_outputs(call: Call) -> tuple[list[TensorStructInfo], bool]:
-    """The output tensors a `call_tir` declares, and whether its result is a tuple."""
-    sinfos = list(call.sinfo_args)
-    as_tuple = len(sinfos) != 1
-    if len(sinfos) == 1 and isinstance(sinfos[0], TupleStructInfo):
-        sinfos, as_tuple = list(sinfos[0].fields), True
-    tensors = [s for s in sinfos if isinstance(s, TensorStructInfo)]
-    if not sinfos or len(tensors) != len(sinfos):
-        got = ", ".join(describe(s) for s in sinfos) or "none"
+    """The output tensors a `call_tir` declares, and whether its result is a tuple (several).
+
+    As the op's inference has it: `out_sinfo` is one tensor, or a list of them.
+    """
+    tensors = [s for s in call.sinfo_args if isinstance(s, TensorStructInfo)]
+    if not tensors or len(tensors) != len(call.sinfo_args):
+        got = ", ".join(describe(s) for s in call.sinfo_args) or "none"
         raise RuntimeExecError(f"call_tir: expected out_sinfo of tensors, got {got}")
-    return tensors, as_tuple
+    return tensors, len(tensors) != 1
 
 
 def check_function(
@@ -76,7 +75,7 @@ class _Checker(ExprVisitor):
     def _call_tir(self, call: Call) -> None:
         func = call.args[0] if call.args else None
         if not isinstance(func, GlobalVar) or func.name_hint not in self.prims:
-            self.fail(f"call_tir expected a PrimFunc of the module, got {_show(func)}")
+            self.fail(f"call_tir expected a PrimFunc of the module, got {name_of(func)}")
         assert isinstance(func, GlobalVar)
         try:
             outputs, _ = call_tir_outputs(call)
@@ -112,5 +111,15 @@ def _arity(call: Call) -> int | None:
     return len(sinfo.fields) if isinstance(sinfo, TupleStructInfo) else None
 
 
-def _show(expr: object) -> str:
-    return getattr(expr, "name_hint", type(expr).__name__)
+def name_of(expr: Expr | None) -> str:
+    """How a message names an operand or callee: `R.op`, `f(...)`, a var's or extern's name."""
+    if expr is None:
+        return "nothing"
+    if isinstance(expr, Call):
+        return f"{name_of(expr.op)}(...)"
+    if isinstance(expr, Op):
+        return f"R.{expr.name}"
+    for attr in ("name_hint", "global_symbol"):
+        if hasattr(expr, attr):
+            return str(getattr(expr, attr))
+    return type(expr).__name__

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from lazyparams.errors import LazyParamsError, RuntimeExecError
+from lazyparams.ir.describe import describe
 from lazyparams.ir.dtype import from_numpy, to_numpy
-from lazyparams.ir.prim import BinaryOp, IntImm, PrimExpr, PrimVar
+from lazyparams.ir.prim import IntImm, PrimExpr, PrimVar, operands
 from lazyparams.ir.struct_info import (
     FuncStructInfo,
     ObjectStructInfo,
@@ -23,7 +24,6 @@ from lazyparams.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
 )
-from lazyparams.op.describe import describe
 from lazyparams.tir.eval import eval_scalar
 
 Symbols = dict[PrimVar, int]
@@ -98,9 +98,7 @@ def _dims_of(sinfo: StructInfo) -> list[PrimExpr]:
 def _vars_in(dim: PrimExpr) -> list[PrimVar]:
     if isinstance(dim, PrimVar):
         return [dim]
-    if isinstance(dim, BinaryOp):
-        return _vars_in(dim.a) + _vars_in(dim.b)
-    return []
+    return [v for inner in operands(dim) for v in _vars_in(inner)]
 
 
 def _matches(value: Any, sinfo: StructInfo, symbols: Symbols) -> bool:

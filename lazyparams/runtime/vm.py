@@ -40,13 +40,12 @@ from lazyparams.ir.module import IRModule
 from lazyparams.ir.op_registry import op_info
 from lazyparams.ir.prim import PrimExpr
 from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
-from lazyparams.runtime import quant as _quant  # noqa: F401  (registers the quantization kernels)
-from lazyparams.runtime.check import call_tir_outputs, check_function
+from lazyparams.runtime.check import call_tir_outputs, check_function, name_of
 from lazyparams.runtime.kernels import run_kernel
 from lazyparams.runtime.memory import MemoryMeter, MemoryStats
 from lazyparams.runtime.registry import get_global_func
 from lazyparams.runtime.values import Symbols, describe_value, match_value, scalar, shape_of
-from lazyparams.tir.eval import PrimFuncKernel, compile_prim_func
+from lazyparams.tir.kernel import PrimFuncKernel, compile_prim_func
 from lazyparams.tir.nodes import PrimFunc
 
 DEFAULT_HANDOFF: tuple[str, ...] = ("set_item", "fset_output")
@@ -210,7 +209,7 @@ class VirtualMachine:
         where = f"function {frame.plan.name}, binding {index} ({var.name_hint})"
         value = self._eval(frame, binding.value, where)
         if isinstance(binding, MatchCast):
-            what = f"{where}: match_cast of {_name_of(binding.value)}"
+            what = f"{where}: match_cast of {name_of(binding.value)}"
             match_value(value, binding.struct_info, frame.symbols, what)
         elif var.struct_info is not None:
             match_value(value, var.struct_info, frame.symbols, f"{where}: declared type")
@@ -276,7 +275,7 @@ class VirtualMachine:
             return self._call_op(frame, call, call.op.name, where)
         fn = self._eval(frame, call.op, where)
         args = [self._eval(frame, a, where) for a in call.args]
-        callee = _name_of(call.op)
+        callee = name_of(call.op)
         if not callable(fn):
             raise RuntimeExecError(
                 f"{where}: expected {callee} to be callable, got {describe_value(fn)}"
@@ -352,15 +351,3 @@ def _static(value: Any, symbols: Symbols, op: str) -> Any:
     if isinstance(value, list | tuple):
         return tuple(_static(v, symbols, op) for v in value)
     return value
-
-
-def _name_of(expr: Expr) -> str:
-    """How a message names the operand or callee `expr`."""
-    if isinstance(expr, Call):
-        return f"{_name_of(expr.op)}(...)"
-    if isinstance(expr, Op):
-        return f"R.{expr.name}"
-    for attr in ("name_hint", "global_symbol"):
-        if hasattr(expr, attr):
-            return str(getattr(expr, attr))
-    return type(expr).__name__

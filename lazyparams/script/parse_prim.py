@@ -15,26 +15,13 @@ from typing import Any
 from lazyparams.errors import StructInfoError
 from lazyparams.ir.dtype import canonical_dtype, is_dtype, is_float
 from lazyparams.ir.prim import (
-    EQ,
-    GE,
-    GT,
+    BINARY_OPS,
     INTRINSICS,
-    LE,
-    LT,
-    NE,
-    Add,
     And,
-    BinaryOp,
     Cast,
-    Div,
     FloatImm,
-    FloorDiv,
-    FloorMod,
     IntImm,
     Intrinsic,
-    Max,
-    Min,
-    Mul,
     Not,
     Or,
     PrimExpr,
@@ -44,28 +31,13 @@ from lazyparams.ir.prim import (
 )
 from lazyparams.script.source import Source, show
 
-_BINOPS: dict[type[ast.operator], type[BinaryOp]] = {
-    ast.Add: Add,
-    ast.Sub: Sub,
-    ast.Mult: Mul,
-    ast.Div: Div,
-    ast.FloorDiv: FloorDiv,
-    ast.Mod: FloorMod,
-}
-_CMPOPS: dict[type[ast.cmpop], type[BinaryOp]] = {
-    ast.Eq: EQ,
-    ast.NotEq: NE,
-    ast.Lt: LT,
-    ast.LtE: LE,
-    ast.Gt: GT,
-    ast.GtE: GE,
-}
-_FUNCS2: dict[str, type[BinaryOp]] = {
-    "T.floordiv": FloorDiv,
-    "T.floormod": FloorMod,
-    "T.min": Min,
-    "T.max": Max,
-}
+_SPELLINGS: dict[type[ast.AST], str] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+}  # fmt: skip
+"""Python's operators by their spelling; each binary node class declares the spelling it has."""
+_BY_SYMBOL = {cls.symbol: cls for cls in BINARY_OPS if cls.symbol is not None}
+_BY_NAME = {f"T.{cls.script_name}": cls for cls in BINARY_OPS if cls.script_name}
 _SPECIAL_FLOATS = {"inf", "-inf", "nan"}
 
 
@@ -181,7 +153,7 @@ class PrimParser:
         raise self.src.error(node, f"expected one of the operators - + not, got {show(node)}")
 
     def _BinOp(self, node: ast.BinOp) -> PrimExpr:
-        cls = _BINOPS.get(type(node.op))
+        cls = _BY_SYMBOL.get(_SPELLINGS.get(type(node.op), ""))
         if cls is None:
             raise self.src.error(
                 node, f"expected one of the operators + - * / // %, got {show(node)}"
@@ -193,7 +165,7 @@ class PrimParser:
             raise self.src.error(
                 node, f"expected a single comparison such as a < b, got {show(node)}"
             )
-        cls = _CMPOPS.get(type(node.ops[0]))
+        cls = _BY_SYMBOL.get(_SPELLINGS.get(type(node.ops[0]), ""))
         if cls is None:
             raise self.src.error(node, f"expected one of == != < <= > >=, got {show(node)}")
         return cls(self.expr(node.left), self.expr(node.comparators[0]))
@@ -218,9 +190,9 @@ class PrimParser:
 
     def call(self, name: str, node: ast.Call) -> PrimExpr:
         """A `T.<name>(...)` scalar call: two-operand functions, selects, casts, immediates."""
-        if name in _FUNCS2:
+        if name in _BY_NAME:
             a, b = self._args(node, 2, name)
-            return _FUNCS2[name](self.expr(a), self.expr(b))
+            return _BY_NAME[name](self.expr(a), self.expr(b))
         if name in ("T.if_then_else", "T.Select"):
             c, a, b = self._args(node, 3, name)
             return Select(self.expr(c), self.expr(a), self.expr(b))

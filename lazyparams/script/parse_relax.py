@@ -74,7 +74,6 @@ class FunctionParser(RelaxExprParser):
         self.blocks: list[BindingBlock] = []
         self.pending: list[Binding] = []
         self.attrs: dict[str, Any] = {}
-        self._output_nodes: dict[str, ast.Name] = {}
 
     def parse(self, node: ast.FunctionDef, is_pure: bool) -> Function:
         """Step 1 declarations, 2 signature, 3 body statements, 4 the returned expression."""
@@ -213,40 +212,43 @@ class FunctionParser(RelaxExprParser):
         self._flush()
         names_before = dict(self.vars)
         for inner in body:
-            self._statement(inner, outputs)
+            self._statement(inner, set(outputs))
         bound = {b.var.name_hint: b.var for b in self.pending}
         self.blocks.append(DataflowBlock(tuple(self.pending)))
         self.pending = []
         self._close_scope(stmt, bound, outputs, names_before)
 
-    def _outputs(self, body: list[ast.stmt]) -> set[str]:
+    def _outputs(self, body: list[ast.stmt]) -> dict[str, ast.Name]:
         """The names of `R.output(a, b)`, which must be the block's last statement."""
         last = body[-1] if body else None
         if not (isinstance(last, ast.Expr) and self.src.callee(last.value) == "R.output"):
-            return set()
+            return {}
         body.pop()
         assert isinstance(last.value, ast.Call)
-        names: set[str] = set()
+        names: dict[str, ast.Name] = {}
         for arg in last.value.args:
             if not isinstance(arg, ast.Name):
                 raise self.src.error(
                     arg, f"R.output: expected names of vars bound in the block, got {show(arg)}"
                 )
-            names.add(arg.id)
+            names[arg.id] = arg
         if last.value.keywords:
             raise self.src.error(
                 last.value.keywords[0], "R.output: expected names only, got a keyword"
             )
-        self._output_nodes = {a.id: a for a in last.value.args if isinstance(a, ast.Name)}
         return names
 
     def _close_scope(
-        self, stmt: ast.With, bound: dict[str, Var], outputs: set[str], before: dict[str, Var]
+        self,
+        stmt: ast.With,
+        bound: dict[str, Var],
+        outputs: dict[str, ast.Name],
+        before: dict[str, Var],
     ) -> None:
         """After the block: outputs stay visible, its dataflow vars do not."""
-        for name in sorted(outputs - set(bound)):
+        for name in sorted(set(outputs) - set(bound)):
             raise self.src.error(
-                self._output_nodes[name],
+                outputs[name],
                 f"R.output: expected a var bound in this dataflow block, got {name!r}",
             )
         for name, var in bound.items():

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from lazyparams.errors import LazyParamsError
+from lazyparams.ir.block_builder import NameTable
 from lazyparams.ir.prim import (
     And,
     BinaryOp,
@@ -63,17 +64,13 @@ class Names:
 
     def __init__(self, reserved: tuple[str, ...] = ("R", "T", "I")) -> None:
         self._names: dict[object, str] = {}
-        self._used: set[str] = set(reserved)
+        self._table = NameTable()
+        for name in reserved:
+            self._table.reserve(name)
 
     def define(self, obj: object, hint: str) -> str:
         """Give `obj` a name derived from `hint` not used in the current scope."""
-        base = identifier(hint)
-        name, counter = base, 0
-        while name in self._used:
-            counter += 1
-            name = f"{base}_{counter}"
-        self._used.add(name)
-        self._names[obj] = name
+        name = self._names[obj] = self._table.fresh(identifier(hint))
         return name
 
     def __getitem__(self, obj: object) -> str:
@@ -90,11 +87,11 @@ class Names:
     @contextmanager
     def scope(self) -> Iterator[None]:
         """Names defined inside the block are forgotten after it (sibling loops reuse `i`)."""
-        saved_names, saved_used = dict(self._names), set(self._used)
+        saved_names, saved_table = dict(self._names), self._table.copy()
         try:
             yield
         finally:
-            self._names, self._used = saved_names, saved_used
+            self._names, self._table = saved_names, saved_table
 
 
 class PrimPrinter:

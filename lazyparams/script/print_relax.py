@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from lazyparams.errors import LazyParamsError
-from lazyparams.ir.dtype import from_numpy, is_float
+from lazyparams.ir.dtype import from_numpy, is_float, is_int
 from lazyparams.ir.expr import (
     Binding,
     BindingBlock,
@@ -138,7 +138,9 @@ def sinfo_text(sinfo: StructInfo, dim: Callable[[PrimExpr], str]) -> str:
         )
         purity = "" if sinfo.purity else ", purity=False"
         return f"R.Callable({params}, {sinfo_text(sinfo.ret, dim)}{purity})"
-    raise LazyParamsError(f"cannot print struct info {type(sinfo).__name__}")
+    raise LazyParamsError(
+        f"cannot print struct info {type(sinfo).__name__}; expected a node of ir.struct_info"
+    )
 
 
 def _tensor_text(sinfo: TensorStructInfo, dim: Callable[[PrimExpr], str]) -> str:
@@ -164,7 +166,7 @@ def const_text(data: np.ndarray[Any, Any], dtype: str) -> str:
     """`R.const(<nested list>, "dtype")`; narrow floats go through float32, exactly."""
     if is_float(dtype) and data.dtype != np.float64:
         data = data.astype(np.float32)
-    elif dtype.startswith(("int", "uint")):
+    elif is_int(dtype):
         data = data.astype(np.int64) if dtype != "uint64" else data
     return f"R.const({_nested(data.tolist())}, {quote(dtype)})"
 
@@ -286,7 +288,9 @@ class RelaxPrinter:
             return f"R.shape([{', '.join(self.prim(v) for v in expr.values)}])"
         if isinstance(expr, ExternFunc):
             return f"R.ExternFunc({quote(expr.global_symbol)})"
-        raise LazyParamsError(f"cannot print {type(expr).__name__} as a script expression")
+        raise LazyParamsError(
+            f"cannot print {type(expr).__name__} as a script expression; expected a node of ir.expr"
+        )
 
     def _call(self, call: Call) -> tuple[str, list[str]]:
         """The callee spelling and the argument texts of a call."""

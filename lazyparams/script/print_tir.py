@@ -85,7 +85,10 @@ class TirPrinter:
         elif isinstance(stmt, IfThenElse):
             self._if(stmt, depth, "if")
         else:
-            raise LazyParamsError(f"cannot print TIR statement {type(stmt).__name__}")
+            raise LazyParamsError(
+                f"cannot print TIR statement {type(stmt).__name__}; expected a loop, block, "
+                "store, if or statement list"
+            )
 
     def _for(self, loop: For, depth: int) -> None:
         nest = [loop]

@@ -32,7 +32,8 @@ from lazyparams.ir.prim import (
     StringImm,
     Sub,
 )
-from lazyparams.tir.eval import PrimFuncKernel, compile_prim_func, eval_prim_func, eval_scalar
+from lazyparams.tir.eval import eval_scalar
+from lazyparams.tir.kernel import PrimFuncKernel, compile_prim_func, eval_prim_func
 from lazyparams.tir.nodes import (
     Block,
     Buffer,

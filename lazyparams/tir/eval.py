@@ -2,7 +2,8 @@
 
 Loop nests become numpy index grids; affine buffer accesses become strided views, any other
 access fancy indexing; reduction blocks become numpy reductions. `compile_prim_func` checks the
-supported subset first, so nothing outside it fails midway. Imports `ir` and `tir` only.
+supported subset first (`tir.kernel`), so nothing outside it fails midway. Imports `ir` and
+`tir` only.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from lazyparams.tir.nodes import (
     BufferStore,
     For,
     IfThenElse,
-    PrimFunc,
     SeqStmt,
     Stmt,
 )
@@ -50,8 +50,6 @@ from lazyparams.tir.subset import (
     BINARY_UFUNCS,
     INTRINSIC_KERNELS,
     Array,
-    Checker,
-    accesses,
     cast,
     divide,
     fit,
@@ -114,7 +112,9 @@ class _Leaf:
             return self._select(e)
         if isinstance(e, Intrinsic):
             return fit(INTRINSIC_KERNELS[e.name](self.array(e.args[0])), e.dtype)
-        raise RuntimeExecError(f"cannot evaluate {type(e).__name__} in a kernel")
+        raise RuntimeExecError(
+            f"cannot evaluate {type(e).__name__} in a kernel; expected a node of the checked subset"
+        )
 
     def array(self, e: PrimExpr) -> Val:
         """`e` as a numpy array or scalar (affine indices materialised)."""
@@ -353,73 +353,10 @@ class _Run:
 # Public API ----------------------------------------------------------------------------------
 
 
-class PrimFuncKernel:
-    """A PrimFunc checked against the supported subset, callable on numpy arrays in place."""
-
-    def __init__(self, func: PrimFunc, name: str) -> None:
-        Checker(func, name).stmt(func.body, frozenset(), False, "body")
-        self.func, self.name = func, name
-        written = accesses(func.body)[1]
-        self.written = tuple(i for i, b in enumerate(func.params) if b in written)
-        """Positions of the parameters the kernel writes."""
-
-    def __call__(self, arrays: Sequence[Array]) -> None:
-        """Run the kernel; `arrays` follow the parameters (inputs, then outputs)."""
-        bound, symbols = self._bind(arrays)
-        for i in self.written:
-            if not arrays[i].flags.writeable:
-                raise RuntimeExecError(
-                    f"PrimFunc {self.name}: expected a writeable array for "
-                    f"{self.func.params[i].name}, got a read-only one"
-                )
-        with np.errstate(all="ignore"):  # IEEE results (inf, nan), as compiled kernels give
-            _Run(bound, symbols).stmt(self.func.body, _Scope())
-
-    def _bind(self, arrays: Sequence[Array]) -> tuple[dict[Buffer, Array], dict[PrimVar, int]]:
-        params = self.func.params
-        if len(arrays) != len(params):
-            raise RuntimeExecError(
-                f"PrimFunc {self.name}: expected {len(params)} arrays, got {len(arrays)}"
-            )
-        symbols: dict[PrimVar, int] = {}
-        for buf, arr in zip(params, arrays, strict=True):
-            ok = isinstance(arr, np.ndarray) and arr.dtype == to_numpy(buf.dtype)
-            if not ok or arr.ndim != len(buf.shape):
-                self._mismatch(buf, arr)
-            for dim, n in zip(buf.shape, arr.shape, strict=True):
-                if isinstance(dim, PrimVar) and symbols.setdefault(dim, n) != n:
-                    self._mismatch(buf, arr)
-        run = _Run({}, symbols)
-        bound = dict(zip(params, arrays, strict=True))
-        for buf, arr in bound.items():
-            if tuple(run._int(d) for d in buf.shape) != arr.shape:
-                self._mismatch(buf, arr)
-        return bound, symbols
-
-    def _mismatch(self, buf: Buffer, arr: Any) -> None:
-        names = [
-            str(d.value) if isinstance(d, IntImm) else getattr(d, "name", "?") for d in buf.shape
-        ]
-        dims = f"{names[0]}," if len(names) == 1 else ", ".join(names)
-        got = (
-            f"{arr.dtype} array of shape {arr.shape}"
-            if isinstance(arr, np.ndarray)
-            else type(arr).__name__
-        )
-        raise RuntimeExecError(
-            f"PrimFunc {self.name}: buffer {buf.name}: expected {buf.dtype} "
-            f"array of shape ({dims}), got {got}"
-        )
-
-
-def compile_prim_func(func: PrimFunc, name: str = "prim_func") -> PrimFuncKernel:
-    """Check `func` against the supported subset and return it ready to run on arrays."""
-    return PrimFuncKernel(func, name)
-
-
-def eval_prim_func(func: PrimFunc, arrays: Sequence[Array], name: str = "prim_func") -> None:
-    """Evaluate `func` on `arrays` (inputs, then the outputs it writes in place)."""
-    compile_prim_func(func, name)(arrays)
+def execute(body: Stmt, arrays: dict[Buffer, Array], symbols: dict[PrimVar, int]) -> None:
+    """Run a checked kernel body over bound arrays (written in place) and symbolic dims."""
+    with np.errstate(all="ignore"):  # IEEE results (inf, nan), as compiled kernels give
+        _Run(arrays, symbols).stmt(body, _Scope())
 
 
 def eval_scalar(expr: PrimExpr, symbols: Mapping[PrimVar, int]) -> int | float | bool:

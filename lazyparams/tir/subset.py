@@ -39,6 +39,7 @@ from lazyparams.ir.prim import (
     PrimVar,
     Select,
     Sub,
+    operands,
 )
 from lazyparams.tir.nodes import (
     Block,
@@ -154,25 +155,9 @@ def is_load_of(e: PrimExpr, store: BufferStore) -> bool:
     return isinstance(e, BufferLoad) and e.buffer is store.buffer and e.indices == store.indices
 
 
-def _children(e: PrimExpr) -> tuple[PrimExpr, ...]:
-    if isinstance(e, BinaryOp):
-        return (e.a, e.b)
-    if isinstance(e, Not):
-        return (e.a,)
-    if isinstance(e, Cast):
-        return (e.value,)
-    if isinstance(e, Select):
-        return (e.condition, e.true_value, e.false_value)
-    if isinstance(e, Intrinsic):
-        return e.args
-    if isinstance(e, BufferLoad):
-        return e.indices
-    return ()
-
-
 def _loads(e: PrimExpr) -> list[BufferLoad]:
     found = [e] if isinstance(e, BufferLoad) else []
-    for child in _children(e):
+    for child in operands(e):
         found += _loads(child)
     return found
 
@@ -295,7 +280,11 @@ class Checker:
         if buf not in self.params:
             self.fail(where, f"expected buffers among the parameters, got {buf.name}")
         if len(indices) != len(buf.shape):
-            self.fail(where, f"{buf.name} has {len(buf.shape)} dims, got {len(indices)} indices")
+            self.fail(
+                where,
+                f"{buf.name} has {len(buf.shape)} dims, got {len(indices)} indices; "
+                "expected one index per dim",
+            )
 
     def expr(self, e: PrimExpr, bound: frozenset[PrimVar], where: str) -> None:
         if isinstance(e, PrimVar) and e not in bound and e not in self.symbols:
@@ -316,5 +305,5 @@ class Checker:
             )
         if isinstance(e, BufferLoad):
             self.buffer(e.buffer, e.indices, where)
-        for child in _children(e):
+        for child in operands(e):
             self.expr(child, bound, where)

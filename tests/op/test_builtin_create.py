@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-
 import ml_dtypes
 import numpy as np
 import pytest
 
 from lazyparams import op
-from lazyparams.errors import StructInfoError
 from lazyparams.ir import (
     Call,
     Constant,
@@ -27,18 +24,11 @@ from lazyparams.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
 )
+from tests.op.helpers import raises, t
 
 n = PrimVar("n")
 F = GlobalVar("transform_layout")
 OUT = TensorStructInfo((16, 3, 3, 3), "float32")
-
-
-def t(shape: tuple[object, ...], dtype: str = "float32") -> Var:
-    return Var("x", TensorStructInfo(shape, dtype))  # type: ignore[arg-type]
-
-
-def raises(message: str) -> AbstractContextManager[object]:
-    return pytest.raises(StructInfoError, match=message)
 
 
 # call_tir ---------------------------------------------------------------------------------

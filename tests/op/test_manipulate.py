@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-
 import pytest
 
 from lazyparams import op
-from lazyparams.errors import StructInfoError
-from lazyparams.ir import Var, struct_info_of
+from lazyparams.ir import Var
 from lazyparams.ir.prim import PrimVar
-from lazyparams.ir.struct_info import ObjectStructInfo, StructInfo, TensorStructInfo
+from lazyparams.ir.struct_info import ObjectStructInfo, TensorStructInfo
+from tests.op.helpers import raises, si, t
 
 n, m = PrimVar("n"), PrimVar("m")
-
-
-def t(shape: tuple[object, ...] | None, dtype: str = "float32", ndim: int = -1) -> Var:
-    return Var("x", TensorStructInfo(shape, dtype, ndim))  # type: ignore[arg-type]
-
-
-def si(call: object) -> StructInfo:
-    return struct_info_of(call)  # type: ignore[arg-type]
-
-
-def raises(message: str) -> AbstractContextManager[object]:
-    return pytest.raises(StructInfoError, match=message)
 
 
 # permute_dims -----------------------------------------------------------------------------

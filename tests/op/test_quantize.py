@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-
-import pytest
-
 from lazyparams import op
-from lazyparams.errors import StructInfoError
-from lazyparams.ir import Var, struct_info_of
 from lazyparams.ir.prim import PrimVar
-from lazyparams.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
+from tests.op.helpers import raises, si, t
 
 n, k = PrimVar("n"), PrimVar("k")
 
 
-def t(shape: tuple[object, ...] | None, dtype: str = "float32", ndim: int = -1) -> Var:
-    return Var("x", TensorStructInfo(shape, dtype, ndim))  # type: ignore[arg-type]
-
-
-def si(call: object) -> StructInfo:
-    return struct_info_of(call)  # type: ignore[arg-type]
-
-
 def pair(a: TensorStructInfo, b: TensorStructInfo) -> TupleStructInfo:
     return TupleStructInfo((a, b))
-
-
-def raises(message: str) -> AbstractContextManager[object]:
-    return pytest.raises(StructInfoError, match=message)
 
 
 def test_quantize_int8_per_channel() -> None:

@@ -163,9 +163,7 @@ def _kernel(draw: Draw, shape: tuple[PrimExpr, ...], dtype: str) -> PrimFunc:
     a, b = Buffer("A", dims, dtype), Buffer("B", dims, dtype)
     i, j, vi, vj = PrimVar("i"), PrimVar("j"), PrimVar("vi"), PrimVar("vj")
     load = BufferLoad(a, (vi, vj))
-    value = draw(
-        st.sampled_from([load, Max(load, FloatImm(0.0, dtype)), Mul(load, FloatImm(2.0, dtype))])
-    )
+    value = draw(st.sampled_from([load, *_arithmetic(load, dtype)]))
     point = (Range(vi, IntImm(1)), Range(vj, IntImm(1)))
     block = Block(
         "compute",
@@ -175,6 +173,15 @@ def _kernel(draw: Draw, shape: tuple[PrimExpr, ...], dtype: str) -> PrimFunc:
         BufferStore(b, value, (vi, vj)),
     )
     return PrimFunc((a, b), For(i, IntImm(0), dims[0], For(j, IntImm(0), dims[1], block)))
+
+
+def _arithmetic(load: BufferLoad, dtype: str) -> list[PrimExpr]:
+    """`max(x, 0)` and `x * 2` with immediates of the kernel's dtype (none for bool)."""
+    if dtype == "bool":
+        return []
+    if dtype.startswith("float"):
+        return [Max(load, FloatImm(0.0, dtype)), Mul(load, FloatImm(2.0, dtype))]
+    return [Max(load, IntImm(0, dtype)), Mul(load, IntImm(2, dtype))]
 
 
 @st.composite

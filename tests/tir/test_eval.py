@@ -25,8 +25,7 @@ from lazyparams.ir.prim import (
     Select,
 )
 from lazyparams.runtime import run_kernel
-from lazyparams.tir import For, IfThenElse, PrimFunc
-from lazyparams.tir.eval import compile_prim_func, eval_prim_func, eval_scalar
+from lazyparams.tir import For, IfThenElse, PrimFunc, compile_prim_func, eval_prim_func, eval_scalar
 from tests.tir import builders as B
 
 RNG = np.random.default_rng(0)

@@ -7,8 +7,7 @@ import pytest
 
 from lazyparams.errors import RuntimeExecError
 from lazyparams.ir.prim import Add, FloatImm, IntImm, Intrinsic, PrimVar, StringImm, Sub
-from lazyparams.tir import Block, For, IterVar, PrimFunc, SeqStmt
-from lazyparams.tir.eval import compile_prim_func, eval_prim_func
+from lazyparams.tir import Block, For, IterVar, PrimFunc, SeqStmt, compile_prim_func, eval_prim_func
 from tests.tir import builders as B
 
 
