@@ -2,7 +2,8 @@
 
 Each kernel takes the evaluated operands and the static attrs (ints, tuples of ints, dtype
 names) and returns arrays that own their memory, so that freeing an operand really frees it.
-Imports `ir` (dtypes) and `runtime.memory`.
+Transposes and casts run the blocked and chunked loops of `runtime.fast`. Imports `ir` (dtypes),
+`runtime.memory` and `runtime.fast`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from lazyparams.errors import LazyParamsError, RuntimeExecError
 from lazyparams.ir.dtype import to_numpy
+from lazyparams.runtime import fast
 from lazyparams.runtime.memory import array_leaves
 
 Array = np.ndarray[Any, Any]
@@ -84,7 +86,7 @@ def _compute_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
 
 @kernel("permute_dims")
 def _permute_dims(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
-    return np.ascontiguousarray(np.transpose(ops[0], attrs.get("axes")))
+    return fast.permute_dims(np.asarray(ops[0]), attrs.get("axes"))
 
 
 @kernel("reshape")
@@ -99,7 +101,7 @@ def _expand_dims(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
 
 @kernel("astype")
 def _astype(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
-    return np.asarray(ops[0]).astype(to_numpy(attrs["dtype"]))
+    return fast.cast(np.asarray(ops[0]), to_numpy(attrs["dtype"]))
 
 
 # Indexing ------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 import lazyparams.op  # noqa: F401  (registers the ops)
 from lazyparams.errors import RuntimeExecError
 from lazyparams.ir.op_registry import registered_ops
-from lazyparams.runtime import KERNELS, run_kernel
+from lazyparams.runtime import KERNELS, fast, quant, run_kernel
 from lazyparams.runtime.check import VM_OPS
 
 RNG = np.random.default_rng(7)
@@ -182,6 +182,105 @@ def test_int4_round_trip_and_nibble_order() -> None:
     assert packed[0, 0] == (int(q[0, 0]) & 0xF) | ((int(q[0, 1]) & 0xF) << 4)
     back = run_kernel("dequantize_int4", [packed, scale], {"group_size": 4})
     np.testing.assert_array_equal(back, q.astype(np.float32) * scale[0, 0])
+
+
+# The chunked quantizers against the plain whole-array numpy formulas, on data with zeros,
+# signed zeros, subnormals, infinities and NaNs, with chunks small enough to split rows,
+# channels and groups.
+
+
+def _plain_int8(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    x = x.astype(np.float32)
+    others = tuple(a for a in range(x.ndim) if a != axis % x.ndim)
+    amax = np.max(np.abs(x), axis=others, initial=0)
+    scale = np.where(amax == 0, np.float32(1), amax / np.float32(127)).astype(np.float32)
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    return np.clip(np.rint(x / scale.reshape(shape)), -127, 127).astype(np.int8), scale
+
+
+def _plain_int4(x: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray]:
+    x = x.astype(np.float32)
+    n, k = x.shape
+    groups = x.reshape(n, k // group, group)
+    amax = np.max(np.abs(groups), axis=2, initial=0)
+    scale = np.where(amax == 0, np.float32(1), amax / np.float32(7)).astype(np.float32)
+    q = np.clip(np.rint(groups / scale[..., None]), -8, 7).astype(np.int8).reshape(n, k)
+    nibbles = q.astype(np.uint8) & np.uint8(0xF)
+    return nibbles[:, 0::2] | (nibbles[:, 1::2] << np.uint8(4)), scale
+
+
+SPECIALS = np.array([0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-44, 3e38], np.float32)
+
+
+def _awkward(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
+    """Random data at a random scale, with special values, a zero slab and a subnormal one."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32) * np.float32(rng.choice([1e-3, 1, 1e3]))
+    flat = x.reshape(-1)
+    if flat.size > 8:
+        flat[rng.integers(0, flat.size, 6)] = rng.choice(SPECIALS, 6)
+    if x.size:
+        x[0] = 0
+        x[..., -1] = 1e-44
+    with np.errstate(all="ignore"):
+        return x.astype(dtype)
+
+
+def _plain(fn: Any, *args: Any) -> Any:
+    with np.errstate(all="ignore"):
+        return fn(*args)
+
+
+@pytest.fixture(params=[7, 64, 1 << 16], ids=lambda c: f"chunk{c}")
+def chunk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.setattr(fast, "CHUNK", request.param)
+    return int(request.param)
+
+
+@pytest.mark.parametrize(
+    "shape", [(5,), (3, 4), (17, 33), (2, 3, 5), (4, 1, 9), (1, 300), (300, 1), (0, 4), (4, 0)]
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16, np.float64])
+def test_quantize_int8_chunks_match_the_plain_formula(
+    chunk: int, shape: tuple[int, ...], dtype: Any
+) -> None:
+    for axis in range(-len(shape), len(shape)):
+        x = _awkward(shape, dtype, seed=len(shape) + axis)
+        _same(run_kernel("quantize_int8", [x], {"axis": axis}), _plain(_plain_int8, x, axis))
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "group"),
+    [(3, 8, 4), (5, 64, 32), (7, 6, 3), (2, 130, 2), (9, 96, 96), (3, 256, 128), (0, 4, 2)],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16])
+def test_quantize_int4_chunks_match_the_plain_formula(
+    chunk: int, n: int, k: int, group: int, dtype: Any
+) -> None:
+    x = _awkward((n, k), dtype, seed=n + k)
+    _same(run_kernel("quantize_int4", [x], {"group_size": group}), _plain(_plain_int4, x, group))
+
+
+def test_quantize_into_preallocated_outputs_and_shape_checks() -> None:
+    x = _x(6, 8)
+    q, scale = np.empty((6, 8), np.int8), np.empty(8, np.float32)
+    quant.quantize_int8_into(x, 1, q, scale)
+    _same((q, scale), _plain_int8(x, 1))
+    packed, scales = np.empty((6, 4), np.uint8), np.empty((6, 2), np.float32)
+    quant.quantize_int4_into(x, 4, packed, scales)
+    _same((packed, scales), _plain_int4(x, 4))
+    with pytest.raises(RuntimeExecError, match=r"expected outputs of shapes \(6, 8\) and \(6,\)"):
+        quant.quantize_int8_into(x, 0, q, scale)
+    with pytest.raises(RuntimeExecError, match=r"expected outputs of shapes \(6, 4\) and \(6, 1\)"):
+        quant.quantize_int4_into(x, 8, packed, scales)
+
+
+def test_dequantize_int8_along_a_later_axis() -> None:
+    q = RNG.integers(-127, 128, (3, 4, 5)).astype(np.int8)
+    scale = np.abs(_x(4)) + np.float32(0.1)
+    got = run_kernel("dequantize_int8", [q, scale], {"axis": 1})
+    _same(got, q.astype(np.float32) * scale[None, :, None])
 
 
 @pytest.mark.parametrize(
