@@ -27,6 +27,7 @@ from lazyparams.engine.journal import (
 from lazyparams.errors import CheckpointError, ConvertError
 from lazyparams.io import CheckpointSink, TensorInfo, dtype_name, plan_shards
 from lazyparams.io.filemap import write_array_at
+from lazyparams.io.partial import RowLedger, accepts_rows, rows_offset
 from lazyparams.io.safetensors_format import build_header
 from lazyparams.io.safetensors_sink import ShardPlan, index_json
 
@@ -35,7 +36,8 @@ _SYNC = getattr(os, "fdatasync", os.fsync)
 
 
 class Output(Protocol):
-    """A destination being written: `write` each output once, then `finalize` or `abort`.
+    """A destination being written: `write` each output once (or `write_rows` blocks of rows
+    covering it once), then `finalize` or `abort`.
 
     `suspend` stops writing but keeps what a later `--resume` can continue from.
     """
@@ -43,6 +45,7 @@ class Output(Protocol):
     files: tuple[str, ...]
 
     def write(self, name: str, array: Any) -> None: ...
+    def write_rows(self, name: str, start: int, block: Any) -> None: ...
     def finalize(self) -> None: ...
     def abort(self) -> None: ...
     def suspend(self) -> None: ...
@@ -56,6 +59,14 @@ class SinkOutput:
 
     def write(self, name: str, array: Any) -> None:
         self.sink.write(name, array)
+
+    def write_rows(self, name: str, start: int, block: Any) -> None:
+        if not accepts_rows(self.sink):
+            raise ConvertError(
+                f"sink {type(self.sink).__name__}: expected a write_rows method to take tensor "
+                f"{name!r} in blocks of rows, got a sink without one"
+            )
+        self.sink.write_rows(name, start, block)  # type: ignore[attr-defined]
 
     def finalize(self) -> None:
         self.sink.finalize()
@@ -91,6 +102,7 @@ class StagedSafetensors:
         self._fds: list[int] = []
         self._where: dict[str, tuple[int, int]] = {}
         self._busy: set[str] = set()
+        self._rows = RowLedger(str(dst), self.infos, self._taken, self._lock)
         self._work_lock: WorkLock | None = None
         self._journal: Journal | None = None
         try:
@@ -165,13 +177,31 @@ class StagedSafetensors:
         fd, offset = self._where[name]
         try:
             write_array_at(fd, array, offset)
-            _SYNC(fd)  # the bytes are on disk before the journal says so
-            with self._lock:
-                assert self._journal is not None
-                self._journal.record(name)
-                self.done.add(name)
+            self._record(fd, name)
         except OSError as err:
             raise CheckpointError(f"{self.dst}: writing tensor {name!r} failed: {err}") from None
+
+    def write_rows(self, name: str, start: int, block: Any) -> None:
+        """Write rows of a declared output at their offset; once its last rows are there,
+        sync and journal it (a resume rewrites an output whose rows were not all written)."""
+        rows = self._rows.claim(name, start, block)
+        fd, offset = self._where[name]
+        try:
+            write_array_at(fd, rows, offset + rows_offset(self.infos[name], int(start)))
+            if self._rows.stored(name, rows.shape[0]):
+                self._record(fd, name)
+        except OSError as err:
+            raise CheckpointError(f"{self.dst}: writing tensor {name!r} failed: {err}") from None
+
+    def _record(self, fd: int, name: str) -> None:
+        _SYNC(fd)  # the bytes are on disk before the journal says so
+        with self._lock:
+            assert self._journal is not None
+            self._journal.record(name)
+            self.done.add(name)
+
+    def _taken(self, name: str) -> bool:
+        return name in self.done or name in self._busy
 
     def _claim(self, name: str, array: Any) -> None:
         info = self.infos.get(name)
@@ -184,7 +214,7 @@ class StagedSafetensors:
                 f"got {got}{list(array.shape)}"
             )
         with self._lock:
-            if name in self.done or name in self._busy:
+            if self._taken(name) or self._rows.started(name):
                 raise CheckpointError(f"{self.dst}: tensor {name!r} was written twice")
             self._busy.add(name)
 
@@ -195,7 +225,7 @@ class StagedSafetensors:
         missing = [name for name in self.infos if name not in self.done]
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-            raise CheckpointError(f"{self.dst}: tensor {missing[0]!r} was never written{more}")
+            raise CheckpointError(f"{self.dst}: {self._rows.missing_message(missing[0])}{more}")
         for fd in self._fds:
             os.fsync(fd)
         self._close_files()

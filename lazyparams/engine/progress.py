@@ -32,14 +32,16 @@ class Counter:
         self.tensors_written = self.bytes_written = 0
         self._lock = threading.Lock()  # writes may report from background threads
 
-    def loaded(self, name: str, nbytes: int) -> None:
+    def loaded(self, name: str, nbytes: int, tensors: int = 1) -> None:
+        """`nbytes` of `name` were read; `tensors` is 0 for a block after a tensor's first."""
         with self._lock:
-            self.tensors_read += 1
+            self.tensors_read += tensors
             self.bytes_read += nbytes
 
-    def wrote(self, name: str, nbytes: int) -> None:
+    def wrote(self, name: str, nbytes: int, tensors: int = 1) -> None:
+        """`nbytes` of `name` were written; `tensors` is 0 for a block before a tensor's last."""
         with self._lock:
-            self.tensors_written += 1
+            self.tensors_written += tensors
             self.bytes_written += nbytes
 
     def __enter__(self) -> Counter:
@@ -69,12 +71,12 @@ class Bars(Counter):
             "write", total=bytes_out, completed=already_written
         )
 
-    def loaded(self, name: str, nbytes: int) -> None:
-        super().loaded(name, nbytes)
+    def loaded(self, name: str, nbytes: int, tensors: int = 1) -> None:
+        super().loaded(name, nbytes, tensors)
         self._progress.advance(self._read, nbytes)
 
-    def wrote(self, name: str, nbytes: int) -> None:
-        super().wrote(name, nbytes)
+    def wrote(self, name: str, nbytes: int, tensors: int = 1) -> None:
+        super().wrote(name, nbytes, tensors)
         self._progress.advance(self._write, nbytes)
 
     def __enter__(self) -> Bars:

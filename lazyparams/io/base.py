@@ -1,13 +1,15 @@
 """The checkpoint protocols: `TensorInfo`, `CheckpointSource`, `CheckpointSink`, `SinkBase`.
 
-A source lists tensors without reading their data and loads one at a time; a sink is told every
-output up front, takes tensors in any order and publishes them atomically. Imports numpy only.
+A source lists tensors without reading their data and loads one at a time (or a block of rows
+or columns of one); a sink is told every output up front, takes tensors in any order (whole, or
+in blocks of rows) and publishes them atomically. Imports numpy and the io layer's helpers.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -17,7 +19,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io.dtypes import DTYPE_NAMES, dtype_name, itemsize
+from lazyparams.io.dtypes import DTYPE_NAMES, dtype_name, itemsize, numpy_dtype
+from lazyparams.io.filemap import map_array
+from lazyparams.io.partial import RowLedger, check_cols, check_rows, gather_cols, rows_offset
 
 Array = NDArray[Any]
 
@@ -93,8 +97,8 @@ class CheckpointSink(Protocol):
     ) -> None: ...
 
 
-class SourceBase:
-    """Context-manager plumbing and name lookup shared by the sources."""
+class SourceBase(ABC):
+    """Context-manager plumbing, name lookup and partial reads shared by the sources."""
 
     path: str
     _infos: dict[str, TensorInfo]
@@ -113,8 +117,39 @@ class SourceBase:
                 f"{len(self._infos)} tensors ({_preview(self._infos)})"
             ) from None
 
-    def close(self) -> None:
+    @abstractmethod
+    def load(self, name: str) -> Array:
+        """The tensor `name`, read-only."""
+
+    def load_rows(self, name: str, start: int, stop: int) -> Array:
+        """Rows [start, stop) of tensor `name` (along axis 0), read-only.
+
+        This default slices `load`, which reads only those rows where the tensor is
+        memory-mapped; formats that know their offsets map just the rows.
+        """
+        first, end = check_rows(self.info(name), start, stop, self.path)
+        return self.load(name)[first:end]
+
+    def load_cols(self, name: str, start: int, stop: int) -> Array:
+        """Columns [start, stop) of the 2-D tensor `name`, as a new contiguous array.
+
+        Gathered from bands of whole rows, so only a band of the tensor is touched at a time.
+        """
+        info = self.info(name)
+        first, end = check_cols(info, start, stop, self.path)
+        return gather_cols(info, first, end, lambda r0, r1: self.load_rows(name, r0, r1))
+
+    def close(self) -> None:  # noqa: B027 - a source without a file has nothing to release
         """Release the file; arrays already returned stay valid."""
+
+    def _map_rows(self, fd: int, offset: int, name: str, start: int, stop: int) -> Array:
+        """Rows [start, stop) of tensor `name`, whose C-ordered data starts at byte `offset`
+        of the file `fd`, mapped on their own."""
+        info = self.info(name)
+        first, end = check_rows(info, start, stop, self.path)
+        shape = (end - first, *info.shape[1:])
+        at = offset + rows_offset(info, first)
+        return map_array(fd, at, numpy_dtype(info.dtype), shape, path=self.path)
 
     def _fileno(self, file: IO[bytes]) -> int:
         """The descriptor of `file`, or CheckpointError once the source is closed."""
@@ -135,7 +170,8 @@ class SinkBase:
     """Validation and life cycle shared by the sinks; subclasses store, commit and discard.
 
     Each declared tensor must be written exactly once, with its declared shape and dtype, before
-    `finalize`. Leaving a `with` block by an exception aborts; leaving it normally finalizes.
+    `finalize`: whole (`write`) or as blocks of rows that together cover it once (`write_rows`).
+    Leaving a `with` block by an exception aborts; leaving it normally finalizes.
     """
 
     def __init__(self, path: str, infos: Sequence[TensorInfo]) -> None:
@@ -146,11 +182,26 @@ class SinkBase:
             self.infos[info.name] = info
         self._written: set[str] = set()
         self._lock = threading.Lock()
+        self._rows = RowLedger(self.path, self.infos, self._written.__contains__, self._lock)
         self._state = "open"
 
     def write(self, name: str, array: Array) -> None:
         """Check `array` against its declaration and store it; it is not kept by the sink."""
         self._store(name, self._accept(name, array))
+
+    def write_rows(self, name: str, start: int, array: Array) -> None:
+        """Store `array` as rows [start, start + len(array)) of tensor `name`, at their place.
+
+        The rows are written before this returns and not kept by the sink; the tensor counts
+        as written once all its rows have arrived, each exactly once.
+        """
+        self._require_open()
+        block = self._rows.claim(name, start, array)
+        self._store_rows(name, int(start), block)
+        if self._rows.stored(name, block.shape[0]):
+            self._finish_rows(name)
+            with self._lock:
+                self._written.add(name)
 
     def finalize(self) -> None:
         """Publish the checkpoint; CheckpointError (after aborting) if a tensor is missing."""
@@ -159,7 +210,7 @@ class SinkBase:
         if missing:
             self.abort()
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-            raise CheckpointError(f"{self.path}: tensor {missing[0]!r} was never written{more}")
+            raise CheckpointError(f"{self.path}: {self._rows.missing_message(missing[0])}{more}")
         try:
             self._commit()
         except BaseException:
@@ -227,7 +278,7 @@ class SinkBase:
             )
         with self._lock:
             self._require_open()
-            if name in self._written:
+            if name in self._written or self._rows.started(name):
                 raise CheckpointError(f"{self.path}: tensor {name!r} was written twice")
             self._written.add(name)
         if not array.dtype.isnative:
@@ -236,6 +287,12 @@ class SinkBase:
 
     def _store(self, name: str, array: Array) -> None:
         raise NotImplementedError
+
+    def _store_rows(self, name: str, start: int, block: Array) -> None:
+        raise NotImplementedError
+
+    def _finish_rows(self, name: str) -> None:
+        """Called once the last rows of `name` are stored (a sink that staged them moves them)."""
 
     def _commit(self) -> None:
         raise NotImplementedError

@@ -17,6 +17,7 @@ from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo, open_binary
 from lazyparams.io.dtypes import numpy_dtype
 from lazyparams.io.filemap import map_array, write_array_at
+from lazyparams.io.partial import rows_offset
 from lazyparams.io.staging import Staging
 
 _Q = GGMLQuantizationType
@@ -82,6 +83,11 @@ class GGUFSource(SourceBase):
         fd = self._fileno(self._file)
         return map_array(fd, self._offsets[name], dtype, info.shape, path=self.path)
 
+    def load_rows(self, name: str, start: int, stop: int) -> Array:
+        """Rows [start, stop) of tensor `name`, mapping only their bytes."""
+        self.info(name)
+        return self._map_rows(self._fileno(self._file), self._offsets[name], name, start, stop)
+
     def close(self) -> None:
         """Close the file; arrays already returned stay valid."""
         self._file.close()
@@ -132,6 +138,10 @@ class GGUFSink(SinkBase):
 
     def _store(self, name: str, array: Array) -> None:
         write_array_at(self._fd, array, self._offsets[name])
+
+    def _store_rows(self, name: str, start: int, block: Array) -> None:
+        offset = self._offsets[name] + rows_offset(self.infos[name], start)
+        write_array_at(self._fd, block, offset)
 
     def _commit(self) -> None:
         self._close_fd()

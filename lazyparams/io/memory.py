@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo
+from lazyparams.io.dtypes import numpy_dtype
 
 
 class DictSource(SourceBase):
@@ -33,12 +34,13 @@ class DictSink(SinkBase):
     """Collects written arrays, without copying, into `tensors` (declared order).
 
     `tensors` holds only what was written; it is complete once `finalize` has succeeded and
-    emptied by `abort`.
+    emptied by `abort`. A tensor written in rows is assembled in an array of its own.
     """
 
     def __init__(self, infos: Sequence[TensorInfo], path: str = "<memory>") -> None:
         super().__init__(path, infos)
         self._arrays: dict[str, Array] = {}
+        self._partial: dict[str, Array] = {}
 
     @property
     def tensors(self) -> dict[str, Array]:
@@ -48,8 +50,20 @@ class DictSink(SinkBase):
     def _store(self, name: str, array: Array) -> None:
         self._arrays[name] = array
 
+    def _store_rows(self, name: str, start: int, block: Array) -> None:
+        with self._lock:
+            if name not in self._partial:
+                info = self.infos[name]
+                self._partial[name] = np.empty(info.shape, numpy_dtype(info.dtype))
+            target = self._partial[name]
+        target[start : start + block.shape[0]] = block
+
+    def _finish_rows(self, name: str) -> None:
+        self._arrays[name] = self._partial.pop(name)
+
     def _commit(self) -> None:
         pass
 
     def _discard(self) -> None:
         self._arrays.clear()
+        self._partial.clear()

@@ -7,6 +7,7 @@ comment for .npz, in a `dtypes.json` beside the files for a folder. Imports nump
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import zipfile
@@ -81,6 +82,19 @@ def to_tensor(stored: Array, info: TensorInfo) -> Array:
 def stored_form(array: Array, dtype: str) -> Array:
     """The array to hand to numpy's writer: raw bits for dtypes its header cannot spell."""
     return array.view(bits_dtype(dtype)) if dtype in EXTENSION_DTYPES else array
+
+
+def npy_header(info: TensorInfo) -> bytes:
+    """The header numpy's writer puts before a C-ordered array of `info`'s tensor, so a tensor
+    written in row blocks after it makes the same bytes as one written whole."""
+    stored = bits_dtype(info.dtype) if info.dtype in EXTENSION_DTYPES else numpy_dtype(info.dtype)
+    fields = {"descr": npy.dtype_to_descr(stored), "fortran_order": False, "shape": info.shape}
+    buffer = io.BytesIO()
+    try:
+        npy.write_array_header_1_0(buffer, fields)
+    except ValueError:  # too long for version 1.0, as numpy's writer falls back too
+        npy.write_array_header_2_0(buffer, fields)
+    return buffer.getvalue()
 
 
 def fortran_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

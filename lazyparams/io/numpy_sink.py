@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 import threading
 import zipfile
 from collections.abc import Sequence
@@ -21,14 +22,21 @@ import numpy.lib.format as npy
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, SinkBase, TensorInfo
 from lazyparams.io.dtypes import EXTENSION_DTYPES
-from lazyparams.io.npy_format import COMMENT_PREFIX, DTYPES_FILE, stored_form
+from lazyparams.io.filemap import write_array_at
+from lazyparams.io.npy_format import COMMENT_PREFIX, DTYPES_FILE, npy_header, stored_form
+from lazyparams.io.partial import rows_offset
 from lazyparams.io.staging import Staging
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed member timestamps keep archives reproducible
+_COPY_BYTES = 16 * 1024 * 1024
 
 
 class NpzSink(SinkBase):
-    """An .npz archive written member by member into a temporary, renamed on `finalize`."""
+    """An .npz archive written member by member into a temporary, renamed on `finalize`.
+
+    A tensor written in row blocks is staged in an unnamed file beside the archive until its
+    last rows arrive, then copied into its member.
+    """
 
     def __init__(
         self, path: str | os.PathLike[str], infos: Sequence[TensorInfo], *, compress: bool = False
@@ -39,6 +47,7 @@ class NpzSink(SinkBase):
         self._zip_lock = threading.Lock()
         self._file: IO[bytes] | None = None
         self._zip: zipfile.ZipFile | None = None
+        self._staged: dict[str, IO[bytes]] = {}
         try:
             self._file = open(self._staging.new_file(Path(path)), "wb")  # noqa: SIM115
             self._zip = zipfile.ZipFile(self._file, "w", allowZip64=True)
@@ -46,15 +55,37 @@ class NpzSink(SinkBase):
             self.abort()
             raise
 
-    def _store(self, name: str, array: Array) -> None:
+    def _member(self, name: str) -> zipfile.ZipInfo:
         dtype = self.infos[name].dtype
         member = zipfile.ZipInfo(f"{name}.npy", date_time=_EPOCH)
         member.compress_type = self._method
         if dtype in EXTENSION_DTYPES:
             member.comment = COMMENT_PREFIX + dtype.encode("ascii")
+        return member
+
+    def _store(self, name: str, array: Array) -> None:
         assert self._zip is not None
-        with self._zip_lock, self._zip.open(member, "w", force_zip64=True) as fp:
-            npy.write_array(fp, stored_form(array, dtype), allow_pickle=False)
+        with self._zip_lock, self._zip.open(self._member(name), "w", force_zip64=True) as fp:
+            npy.write_array(fp, stored_form(array, self.infos[name].dtype), allow_pickle=False)
+
+    def _store_rows(self, name: str, start: int, block: Array) -> None:
+        info = self.infos[name]
+        with self._zip_lock:
+            if name not in self._staged:
+                folder = Path(self.path).parent
+                self._staged[name] = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115
+            fd = self._staged[name].fileno()
+        write_array_at(fd, stored_form(block, info.dtype), rows_offset(info, start))
+
+    def _finish_rows(self, name: str) -> None:
+        assert self._zip is not None
+        staged = self._staged.pop(name)
+        fd, size = staged.fileno(), self.infos[name].nbytes
+        member = self._member(name)
+        with staged, self._zip_lock, self._zip.open(member, "w", force_zip64=True) as fp:
+            fp.write(npy_header(self.infos[name]))
+            for offset in range(0, size, _COPY_BYTES):
+                fp.write(os.pread(fd, min(_COPY_BYTES, size - offset), offset))
 
     def _commit(self) -> None:
         assert self._zip is not None and self._file is not None
@@ -68,6 +99,9 @@ class NpzSink(SinkBase):
                 self._zip.close()
         if self._file is not None:
             self._file.close()
+        for staged in self._staged.values():
+            staged.close()
+        self._staged.clear()
         self._staging.discard()
 
 
@@ -101,6 +135,17 @@ class NpyFolderSink(SinkBase):
     def _store(self, name: str, array: Array) -> None:
         with open(self._temps[name], "wb") as fp:
             npy.write_array(fp, stored_form(array, self.infos[name].dtype), allow_pickle=False)
+
+    def _store_rows(self, name: str, start: int, block: Array) -> None:
+        info = self.infos[name]
+        header = npy_header(info)
+        fd = os.open(self._temps[name], os.O_WRONLY)
+        try:
+            os.pwrite(fd, header, 0)  # every block writes the same header: arrival order is free
+            at = len(header) + rows_offset(info, start)
+            write_array_at(fd, stored_form(block, info.dtype), at)
+        finally:
+            os.close(fd)
 
     def _commit(self) -> None:
         self._staging.commit()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lazyparams.io.base import Array, SinkBase, TensorInfo
 from lazyparams.io.filemap import write_array_at
+from lazyparams.io.partial import rows_offset
 from lazyparams.io.safetensors_format import build_header
 from lazyparams.io.staging import Staging
 
@@ -112,6 +113,10 @@ class SafetensorsSink(SinkBase):
     def _store(self, name: str, array: Array) -> None:
         fd, offset = self._where[name]
         write_array_at(fd, array, offset)
+
+    def _store_rows(self, name: str, start: int, block: Array) -> None:
+        fd, offset = self._where[name]
+        write_array_at(fd, block, offset + rows_offset(self.infos[name], start))
 
     def _commit(self) -> None:
         self._close_fds()

@@ -38,6 +38,12 @@ class SafetensorsSource(SourceBase):
         offset = self.header.data_start + self.header.entries[name].begin
         return map_array(fd, offset, numpy_dtype(info.dtype), info.shape, path=self.path)
 
+    def load_rows(self, name: str, start: int, stop: int) -> Array:
+        """Rows [start, stop) of tensor `name`, mapping only their bytes."""
+        self.info(name)
+        offset = self.header.data_start + self.header.entries[name].begin
+        return self._map_rows(self._fileno(self._file), offset, name, start, stop)
+
     def close(self) -> None:
         """Close the file; arrays already returned keep their own mappings."""
         self._file.close()

@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, CheckpointSource, SourceBase
+from lazyparams.io.partial import load_rows
 
 OpenShard = Callable[[Path], CheckpointSource]
 
@@ -41,6 +42,11 @@ class ShardedSource(SourceBase):
         """Load `name` from the shard that holds it."""
         self.info(name)
         return self._owner[name].load(name)
+
+    def load_rows(self, name: str, start: int, stop: int) -> Array:
+        """Rows [start, stop) of `name`, read by the shard that holds it."""
+        self.info(name)
+        return load_rows(self._owner[name], name, start, stop)
 
     def close(self) -> None:
         """Close every shard."""

@@ -1,0 +1,206 @@
+"""ChunkRows: run each large row-separable chain of a lazy function one block of rows at a time,
+so that a tensor larger than the memory budget still converts within it.
+
+Applied to the output of the standard pipeline (loads, hand-offs and kills in place). For every
+chain (see `chunk_chains`) whose widest value exceeds `block_bytes`:
+1. choose the rows of a block: as many as keep each value of a block within `block_bytes`,
+   evened out over the blocks, and never more than `max_chunks` blocks;
+2. where the chain's load was, emit for each block [r0, r1): its load
+   `R.match_cast(R.call_packed("get_item_rows", i, r0, r1), ...)` (`get_item_cols` when the
+   input's columns become the outputs' rows through a transpose), the chain's steps on the
+   block (constants that vary along the split cut to the block), and one
+   `set_item_rows(j, r0, block)` per output; the last block's hand-off keeps the var of the
+   original `set_item`, so the result is unchanged;
+3. drop the chain's original bindings and kill each block value right after its last use.
+Relax has no loops, so the blocks are unrolled: the memory estimate, the scheduler and the VM
+see every block and the predicted peak is exact. `set_item_rows` writes the rows before it
+returns and keeps nothing, so a block is freed by its kill, as the VM and the estimate count.
+Imports `ir`, `op` and `analysis`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+
+import numpy as np
+
+from lazyparams.errors import TransformError
+from lazyparams.ir import (
+    BlockBuilder,
+    Call,
+    Constant,
+    DataflowBlock,
+    Expr,
+    ExternFunc,
+    Function,
+    IRModule,
+    SeqExpr,
+    StructInfo,
+    TensorStructInfo,
+    TupleGetItem,
+    Var,
+    VarBinding,
+    prim_value,
+    struct_info_of,
+)
+from lazyparams.ir.struct_info import tensor
+from lazyparams.transform.base import FunctionPass
+from lazyparams.transform.chunk_chains import Chain, Split, const_axis, find_chains
+from lazyparams.transform.kill_plan import insert_kills, plan_kills
+from lazyparams.transform.util import HANDOFF, is_kill, packed_call, select_functions
+
+GET_ROWS = "get_item_rows"
+"""`get_item_rows(i, start, stop)`: rows [start, stop) of input i."""
+GET_COLS = "get_item_cols"
+"""`get_item_cols(i, start, stop)`: columns [start, stop) of the 2-D input i, contiguous."""
+SET_ROWS = "set_item_rows"
+"""`set_item_rows(j, start, block)`: write `block` as rows [start, start + len) of output j."""
+MAX_CHUNKS = 256
+"""Blocks per chain at most: finer blocks would cost more in bindings than they save."""
+
+
+class ChunkRows(FunctionPass):
+    """Unroll every row-separable chain wider than `block_bytes` into blocks (module steps).
+
+    `inputs` gives the struct info of every input, for loads typed `R.Object`; `only_inputs`
+    limits the pass to the chains loading those input indices. `fget_item` / `fset_item` name
+    the whole-tensor load and hand-off the chains start and end with; `func_names` selects the
+    functions (default: names ending in `transform_params`).
+    """
+
+    def __init__(
+        self,
+        block_bytes: int,
+        *,
+        inputs: Sequence[StructInfo] | None = None,
+        fget_item: str = "get_item",
+        fset_item: str = "set_item",
+        func_names: Sequence[str] | None = None,
+        max_chunks: int = MAX_CHUNKS,
+        only_inputs: Collection[int] | None = None,
+    ) -> None:
+        for what, value in (("block_bytes", block_bytes), ("max_chunks", max_chunks)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise TransformError(
+                    f"ChunkRows: expected {what} to be a positive int, got {value!r}"
+                )
+        if inputs is not None and not all(isinstance(s, StructInfo) for s in inputs):
+            raise TransformError(f"ChunkRows: expected inputs to be struct info, got {inputs!r}")
+        self.block_bytes, self.max_chunks = block_bytes, max_chunks
+        self.inputs = None if inputs is None else tuple(inputs)
+        self.fget_item, self.fset_item = fget_item, fset_item
+        self.func_names = None if func_names is None else tuple(func_names)
+        self.only_inputs = None if only_inputs is None else frozenset(only_inputs)
+
+    def selected(self, mod: IRModule) -> list[str]:
+        return select_functions(mod, self.func_names, self.name)
+
+    def rows(self, chain: Chain) -> int:
+        """Rows of each block of `chain` (its length when it is left whole)."""
+        rows = max(1, self.block_bytes // max(1, chain.row_bytes))
+        count = min(math.ceil(chain.length / rows), self.max_chunks)
+        return math.ceil(chain.length / count)
+
+    def chains(self, func: Function) -> list[Chain]:
+        """The chains of `func` this pass splits into blocks."""
+        found = find_chains(func, self.inputs, self.fget_item, self.fset_item)
+        wanted = [c for c in found if self.only_inputs is None or c.index in self.only_inputs]
+        return [c for c in wanted if self.rows(c) < c.length]
+
+    def transform_function(self, name: str, func: Function) -> Function:
+        chains = self.chains(func)
+        if not chains:
+            return func
+        handoff = tuple(dict.fromkeys((*HANDOFF, self.fset_item)))
+        unrolled, made = _unroll(func, {c.load.var: (c, self.rows(c)) for c in chains})
+        return insert_kills(unrolled, plan_kills(unrolled, made, handoff), handoff)
+
+
+def _unroll(func: Function, chains: dict[Var, tuple[Chain, int]]) -> tuple[Function, list[Var]]:
+    """`func` with each chain's bindings replaced by its blocks at the chain's load (steps 2
+    and 3 but the kills), and the vars of the blocks' values."""
+    dropped = {b for chain, _ in chains.values() for b in chain.members}
+    bb = BlockBuilder()
+    for var in (*func.params, *(b.var for b in func.bindings())):
+        bb.names.reserve(var.name_hint)
+    made: list[Var] = []
+    for block in func.body.blocks:
+        bb.begin_block(isinstance(block, DataflowBlock))
+        for binding in block.bindings:
+            found = chains.get(binding.var)
+            if found is not None and found[0].load is binding:
+                chain, rows = found
+                for start in range(0, chain.length, rows):
+                    made += _emit_block(bb, chain, start, min(chain.length, start + rows))
+            elif binding not in dropped:
+                bb.emit_binding(binding)
+    bb.end_block()
+    body = SeqExpr(bb.take_blocks(), func.body.body)
+    return Function(func.params, body, func.ret_struct_info, False, func.attrs), made
+
+
+def _emit_block(bb: BlockBuilder, chain: Chain, start: int, stop: int) -> list[Var]:
+    """Emit the chain on rows [start, stop); returns the vars of the block's values."""
+    extern = GET_ROWS if chain.axis == 0 else GET_COLS
+    bounds = [prim_value(chain.index), prim_value(start), prim_value(stop)]
+    sinfo = block_sinfo(chain.sinfo, chain.axis, stop - start)
+    loaded = bb.match_cast(packed_call(ExternFunc(extern), bounds), sinfo, chain.load.var.name_hint)
+    remap = {chain.load.var: loaded}
+    for binding in chain.members[1:]:
+        value = binding.value
+        if is_kill(value):
+            continue
+        if binding.var in chain.splits:
+            block_value = _block_value(value, remap, chain, binding.var, (start, stop))
+            remap[binding.var] = bb.emit(block_value, binding.var.name_hint)
+            continue
+        assert isinstance(value, Call) and isinstance(value.args[1], Var)
+        store = packed_call(
+            ExternFunc(SET_ROWS), [value.args[0], prim_value(start), remap[value.args[1]]]
+        )
+        if stop == chain.length:  # the last block's receipt stands for the whole output
+            bb.emit_binding(VarBinding(binding.var, store))
+        else:
+            bb.emit(store, "lv")
+    return list(remap.values())
+
+
+def block_sinfo(sinfo: TensorStructInfo, axis: int, rows: int) -> TensorStructInfo:
+    """`sinfo` with `rows` indices along `axis`."""
+    shape = sinfo.static_shape
+    assert shape is not None
+    return tensor((*shape[:axis], rows, *shape[axis + 1 :]), sinfo.dtype)
+
+
+def _block_value(
+    value: Expr, remap: dict[Var, Var], chain: Chain, var: Var, bounds: tuple[int, int]
+) -> Expr:
+    """A step of the chain on one block: operands are the block's values."""
+    if isinstance(value, Var):
+        return remap[value]
+    if isinstance(value, TupleGetItem):
+        assert isinstance(value.tuple_value, Var)
+        return TupleGetItem(remap[value.tuple_value], value.index)
+    assert isinstance(value, Call)
+    split, out = chain.splits[var], struct_info_of(var)
+    args = tuple(
+        remap[a] if isinstance(a, Var) else _block_const(a, out, split, chain.length, bounds)
+        for a in value.args
+    )
+    return Call(value.op, args, value.attrs, value.sinfo_args)
+
+
+def _block_const(
+    arg: Expr, out: StructInfo, split: Split, length: int, bounds: tuple[int, int]
+) -> Expr:
+    """A constant operand of an element-wise step, cut to the block where it varies along the
+    split (one entry per row, say) and kept whole where it broadcasts along it."""
+    if not isinstance(arg, Constant) or not isinstance(split, int):
+        return arg
+    assert isinstance(out, TensorStructInfo)
+    axis = const_axis(arg, out.ndim, split, length)
+    if axis < 0:
+        return arg
+    cut = (slice(None),) * axis + (slice(*bounds),)
+    return Constant(np.ascontiguousarray(arg.data[cut]))
