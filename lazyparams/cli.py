@@ -81,7 +81,10 @@ def _spec_and_source(command: argparse.ArgumentParser) -> None:
 def _memory_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--budget", type=_size, help="refuse plans whose peak exceeds this")
     command.add_argument(
-        "--workers", type=_positive, default=1, help="N > 1 writes up to N-1 outputs in background"
+        "--workers",
+        type=_positive,
+        default=1,
+        help="run up to N independent steps at once, within the memory budget",
     )
     command.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -235,7 +238,11 @@ def plan_table(the_plan: Plan) -> Table:
     ]
     if the_plan.workers > 1:
         rows.append(
-            ("in flight", f"{format_bytes(the_plan.in_flight_bytes)} (workers={the_plan.workers})")
+            (
+                "workers",
+                f"{the_plan.workers}, within {format_bytes(the_plan.predicted_peak_bytes)} "
+                f"({format_bytes(the_plan.in_flight_bytes)} above the in-order peak)",
+            )
         )
     if the_plan.budget is not None:
         verdict = "fits" if the_plan.fits else "does NOT fit"

@@ -9,14 +9,14 @@ temporaries must be creatable. The VM then loads each input with the source's `l
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from threading import Semaphore
 from typing import Any
 
 import lazyparams.script  # noqa: F401 - the printer: a job is identified by its script text
+from lazyparams.engine.chunking import row_externs, takes_rows
 from lazyparams.engine.compile import FUNC, function_of, names_of, output_infos, trace_transform
 from lazyparams.engine.destination import Destination, destination, job_description
 from lazyparams.engine.output import Output
@@ -26,7 +26,8 @@ from lazyparams.engine.recipes import load_spec, spec_name
 from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
 from lazyparams.engine.sizes import size_or_none
 from lazyparams.io import CheckpointSource
-from lazyparams.runtime import VirtualMachine
+from lazyparams.runtime import MemoryStats, VirtualMachine
+from lazyparams.runtime.parallel import ParallelRunner
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +106,10 @@ def convert(
     index), a dict that receives the outputs, or a sink. `budget` refuses the run if the
     predicted peak exceeds it. Output appears at `dst` only when complete; a safetensors run
     that is interrupted (or fails) keeps its work beside `dst`, and `resume=True` continues it,
-    computing only the missing outputs, to a byte-identical result. `workers` > 1 writes up to
-    `workers - 1` outputs in the background. `progress` draws bars on stderr.
+    computing only the missing outputs, to a byte-identical result. `workers` > 1 runs that
+    many independent steps at once (loads ahead of computing, writes beside it), never holding
+    more than the budget (without one, `plan.worker_budget_bytes`). `progress` draws bars on
+    stderr.
     """
     started = time.perf_counter()
     fn = load_spec(transform)
@@ -121,7 +124,13 @@ def convert(
         target.prepare(job)
         missing = [info.name for info in outputs if info.name not in target.done]
         the_plan = build_plan(
-            traced, source, spec=spec_name(transform), keep=missing, budget=limit, workers=workers
+            traced,
+            source,
+            spec=spec_name(transform),
+            keep=missing,
+            budget=limit,
+            workers=workers,
+            rows=takes_rows(target),
         )
         the_plan.check_budget()
         discarded = target.has_partial and not target.resuming
@@ -166,68 +175,45 @@ def _write(
 
 
 def _execute(plan: Plan, source: CheckpointSource, output: Output, counter: Counter) -> _Run:
-    """Run the lazy function once: `get_item` loads from the source, `set_item` writes."""
+    """Run the lazy function once: `get_item` loads from the source, `set_item` writes.
+
+    Outputs may be written from several threads at once (every `Output` allows it); loads
+    are taken one at a time, as a source need not allow more.
+    """
     func = function_of(plan.module)
     inputs, outputs = names_of(func, "input_names"), names_of(func, "output_names")
-    writer = _Writer(output, counter, plan.workers - 1)
+    loading = threading.Lock()
 
     def get_item(index: int) -> Any:
-        array = source.load(inputs[int(index)])
-        counter.loaded(inputs[int(index)], int(array.nbytes))
+        name = inputs[int(index)]
+        with loading:
+            array = source.load(name)
+        counter.loaded(name, int(array.nbytes))
         return array
 
     def set_item(index: int, value: Any) -> None:
-        writer.write(outputs[int(index)], value)
+        name = outputs[int(index)]
+        output.write(name, value)
+        counter.wrote(name, int(value.nbytes))
 
     externs: dict[str, Callable[..., Any]] = dict(plan.module.attrs.get("numpy_kernels", {}))
     externs.update(get_item=get_item, set_item=set_item)
+    externs.update(row_externs(plan.module, plan.outputs, source, output, counter, loading))
     vm = VirtualMachine(plan.module, externs)
     release_freed_memory_promptly()
     gc.collect()  # garbage from tracing must not be freed inside the measured window
-    with writer, PeakResident() as resident:
+    with PeakResident() as resident:
+        stats = _run_lazy(plan, vm)
+    return _Run(counter, stats.peak_bytes, resident.peak_bytes)
+
+
+def _run_lazy(plan: Plan, vm: VirtualMachine) -> MemoryStats:
+    """Run the plan's lazy function: in order on the VM, or on `plan.workers` threads within
+    `plan.worker_budget_bytes`; returns the memory the run held."""
+    budget = plan.worker_budget_bytes
+    if budget is None:
         vm[FUNC]()
-    return _Run(counter, vm.stats.peak_bytes, resident.peak_bytes)
-
-
-class _Writer:
-    """Hands outputs to the destination: at once, or through `background` writer threads that
-    hold at most that many outputs in flight (the plan counts them)."""
-
-    def __init__(self, output: Output, counter: Counter, background: int) -> None:
-        self._output, self._counter = output, counter
-        self._pool = ThreadPoolExecutor(background) if background > 0 else None
-        self._slots = Semaphore(max(background, 1))
-        self._errors: list[BaseException] = []
-
-    def write(self, name: str, array: Any) -> None:
-        if self._pool is None:
-            self._store(name, array)
-            return
-        self._raise_failure()
-        self._slots.acquire()
-        self._pool.submit(self._background, name, array)
-
-    def _store(self, name: str, array: Any) -> None:
-        self._output.write(name, array)
-        self._counter.wrote(name, int(array.nbytes))
-
-    def _background(self, name: str, array: Any) -> None:
-        try:
-            self._store(name, array)
-        except BaseException as err:  # re-raised in the VM's thread
-            self._errors.append(err)
-        finally:
-            self._slots.release()
-
-    def _raise_failure(self) -> None:
-        if self._errors:
-            raise self._errors[0]
-
-    def __enter__(self) -> _Writer:
-        return self
-
-    def __exit__(self, kind: object, exc: object, tb: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-        if kind is None:
-            self._raise_failure()
+        return vm.stats
+    runner = ParallelRunner(vm, FUNC, workers=plan.workers, budget=budget, model=plan.parallel)
+    runner()
+    return runner.stats

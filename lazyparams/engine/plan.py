@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lazyparams.analysis.memory import (
@@ -19,7 +19,10 @@ from lazyparams.analysis.memory import (
     estimate_peak_memory,
     weight_struct_info,
 )
+from lazyparams.analysis.parallel_model import REORDERABLE, ParallelModel
+from lazyparams.engine.chunking import fit_budget, row_outputs
 from lazyparams.engine.compile import (
+    FUNC,
     function_of,
     lower,
     names_of,
@@ -29,21 +32,26 @@ from lazyparams.engine.compile import (
     used_inputs,
 )
 from lazyparams.engine.recipes import load_spec, spec_name
-from lazyparams.engine.sizes import format_bytes, size_or_none
+from lazyparams.engine.sizes import size_or_none
 from lazyparams.errors import BudgetError, ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo, open_source
-from lazyparams.ir import Function, IRModule
+from lazyparams.ir import Function, IRModule, StructInfo
+from lazyparams.runtime.parallel import default_budget, parallel_model_of
+from lazyparams.transform.chunk_rows import GET_COLS, GET_ROWS, SET_ROWS
 
 Spec = str | os.PathLike[str] | Callable[..., Any]
 Source = str | os.PathLike[str] | CheckpointSource
+ENGINE_IO = (*REORDERABLE, GET_ROWS, GET_COLS, SET_ROWS)
+"""The externs through which the lazy function reads and writes tensors (or blocks of rows):
+calls of distinct ones, which workers may run in any order and at once."""
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
     """A compiled conversion: the lazy module, what it reads and writes, and its memory.
 
-    `predicted_peak_bytes` is the lazy function's peak as the VM meters it, plus, with
-    `workers` > 1, the largest outputs that may still be in flight to the sink.
+    `predicted_peak_bytes` is the lazy function's peak as the VM meters it; with `workers` > 1
+    it is the bound the workers run within (`worker_budget_bytes`), which they never exceed.
     """
 
     spec: str
@@ -57,6 +65,8 @@ class Plan:
     eager_peak_bytes: int
     budget: int | None = None
     workers: int = 1
+    parallel: ParallelModel | None = field(default=None, repr=False, compare=False)
+    """The facts a parallel run plans with (`workers` > 1 only)."""
 
     @property
     def function(self) -> Function:
@@ -64,10 +74,21 @@ class Plan:
         return function_of(self.module)
 
     @property
+    def worker_budget_bytes(self) -> int | None:
+        """The bytes `workers` > 1 may hold at once: the budget, or without one `workers` times
+        the in-order peak. None when the run is in order: one worker, or a budget that holds
+        the in-order run only as the VM meters it."""
+        if self.parallel is None:
+            return None
+        if self.budget is None:
+            return default_budget(self.parallel, self.workers)
+        return self.budget if self.parallel.peak_bytes <= self.budget else None
+
+    @property
     def in_flight_bytes(self) -> int:
-        """Bytes of the `workers - 1` largest outputs, which background writes may hold."""
-        sizes = sorted((info.nbytes for info in self.outputs), reverse=True)
-        return sum(sizes[: self.workers - 1])
+        """Bytes the workers may hold beyond the in-order peak, to run steps ahead of order."""
+        room = self.worker_budget_bytes
+        return 0 if room is None else max(room - self.profile.peak_bytes, 0)
 
     @property
     def predicted_peak_bytes(self) -> int:
@@ -78,6 +99,11 @@ class Plan:
     def peak_binding(self) -> str:
         """The binding of the lazy function where the peak happens."""
         return self.profile.peak_binding
+
+    @property
+    def chunked_outputs(self) -> tuple[str, ...]:
+        """The outputs computed and written in blocks of rows, to fit the budget."""
+        return row_outputs(self.module)
 
     @property
     def bytes_in(self) -> int:
@@ -104,26 +130,14 @@ class Plan:
         return None
 
     def check_budget(self) -> None:
-        """Raise BudgetError, naming the binding and the minimum, if the budget cannot hold."""
+        """Raise BudgetError, naming the binding and the minimum, if the budget cannot hold.
+
+        Workers never need more than the in-order run: they run within the budget itself.
+        """
         if self.budget is None:
             return
-        room = self.budget - self.in_flight_bytes
-        flight = (
-            f"with workers={self.workers}, up to {format_bytes(self.in_flight_bytes)} of outputs "
-            "are in flight to the sink; "
-        )
-        if room < 0:
-            raise BudgetError(
-                f"memory budget of {format_bytes(self.budget)} is too small: {flight}expected "
-                f"a budget of at least {self.predicted_peak_bytes} bytes "
-                f"({format_bytes(self.predicted_peak_bytes)}), got {self.budget}"
-            )
-        try:
-            weights = weight_struct_info(function_of(self.traced))
-            check_budget(self.function, room, inputs=weights)
-        except BudgetError as err:
-            prefix = flight if self.workers > 1 else ""
-            raise BudgetError(f"{prefix}{err}") from None
+        weights = weight_struct_info(function_of(self.traced))
+        check_budget(self.function, self.budget, inputs=weights)
 
     def summary(self) -> dict[str, Any]:
         """The plan's numbers as plain data (for JSON reports)."""
@@ -140,6 +154,8 @@ class Plan:
             "budget": self.budget,
             "fits": self.fits,
             "workers": self.workers,
+            "worker_budget": self.worker_budget_bytes,
+            "chunked_outputs": list(self.chunked_outputs),
         }
 
 
@@ -168,13 +184,21 @@ def build_plan(
     keep: Collection[str] | None = None,
     budget: int | None = None,
     workers: int = 1,
+    rows: bool = True,
 ) -> Plan:
-    """The plan of a traced module, computing only the outputs in `keep` (default: all)."""
+    """The plan of a traced module, computing only the outputs in `keep` (default: all).
+
+    Where the budget cannot hold a step, chains of row-separable steps go block by block
+    (`chunking.fit_budget`), unless `rows` is False: a destination that takes no row blocks.
+    """
     check_workers(workers)
     chosen = traced if keep is None else select_outputs(traced, keep)
     lazy = lower(chosen)
     eager = function_of(chosen)
     names = names_of(eager, "input_names")
+    weights = weight_struct_info(eager)
+    if budget is not None and rows:
+        lazy = fit_budget(lazy, weights, budget)
     return Plan(
         spec=spec,
         source=source_name(source),
@@ -183,11 +207,21 @@ def build_plan(
         inputs=tuple(source.info(names[i]) for i in used_inputs(chosen)),
         outputs=output_infos(chosen),
         source_tensors=len(names),
-        profile=estimate_peak_memory(function_of(lazy), inputs=weight_struct_info(eager)),
+        profile=estimate_peak_memory(function_of(lazy), inputs=weights),
         eager_peak_bytes=estimate_peak_memory(eager).peak_bytes,
         budget=budget,
         workers=workers,
+        parallel=_parallel_model(lazy, weights, workers),
     )
+
+
+def _parallel_model(
+    lazy: IRModule, weights: tuple[StructInfo, ...], workers: int
+) -> ParallelModel | None:
+    """What `workers` > 1 plan with (None for one worker)."""
+    if workers == 1:
+        return None
+    return parallel_model_of(lazy, FUNC, inputs=weights, reorderable=ENGINE_IO)
 
 
 def check_workers(workers: object) -> None:

@@ -93,19 +93,6 @@ def test_a_budget_that_cannot_hold_says_where_and_how_much(llama_path: Path) -> 
         the_plan.check_budget()
 
 
-def test_workers_add_the_outputs_in_flight(llama_path: Path) -> None:
-    one = plan("fuse-qkv", llama_path)
-    three = plan("fuse-qkv", llama_path, workers=3)
-    largest = sorted((info.nbytes for info in one.outputs), reverse=True)
-    assert three.in_flight_bytes == largest[0] + largest[1]
-    assert three.predicted_peak_bytes == one.predicted_peak_bytes + three.in_flight_bytes
-    tight = plan("fuse-qkv", llama_path, budget=three.in_flight_bytes - 1, workers=3)
-    assert "with workers=3, up to" in (tight.budget_message or "")
-    between = plan("fuse-qkv", llama_path, budget=three.predicted_peak_bytes - 1, workers=3)
-    assert "with workers=3" in (between.budget_message or "")
-    assert "is too small: binding" in (between.budget_message or "")
-
-
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
