@@ -25,7 +25,9 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from lazyparams.errors import TransformError
+from lazyparams.analysis.memory import estimate_peak_memory
+from lazyparams.analysis.memory_model import is_kill
+from lazyparams.errors import LazyParamsError, TransformError
 from lazyparams.ir import (
     BlockBuilder,
     Call,
@@ -34,7 +36,6 @@ from lazyparams.ir import (
     Expr,
     ExternFunc,
     Function,
-    IRModule,
     SeqExpr,
     StructInfo,
     TensorStructInfo,
@@ -45,10 +46,10 @@ from lazyparams.ir import (
     struct_info_of,
 )
 from lazyparams.ir.struct_info import tensor
-from lazyparams.transform.base import FunctionPass
+from lazyparams.transform.base import NamedFunctionPass
 from lazyparams.transform.chunk_chains import Chain, Split, const_axis, find_chains
 from lazyparams.transform.kill_plan import insert_kills, plan_kills
-from lazyparams.transform.util import HANDOFF, is_kill, packed_call, select_functions
+from lazyparams.transform.util import HANDOFF, packed_call
 
 GET_ROWS = "get_item_rows"
 """`get_item_rows(i, start, stop)`: rows [start, stop) of input i."""
@@ -60,7 +61,7 @@ MAX_CHUNKS = 256
 """Blocks per chain at most: finer blocks would cost more in bindings than they save."""
 
 
-class ChunkRows(FunctionPass):
+class ChunkRows(NamedFunctionPass):
     """Unroll every row-separable chain wider than `block_bytes` into blocks (module steps).
 
     `inputs` gives the struct info of every input, for loads typed `R.Object`; `only_inputs`
@@ -90,11 +91,8 @@ class ChunkRows(FunctionPass):
         self.block_bytes, self.max_chunks = block_bytes, max_chunks
         self.inputs = None if inputs is None else tuple(inputs)
         self.fget_item, self.fset_item = fget_item, fset_item
-        self.func_names = None if func_names is None else tuple(func_names)
+        super().__init__(func_names)
         self.only_inputs = None if only_inputs is None else frozenset(only_inputs)
-
-    def selected(self, mod: IRModule) -> list[str]:
-        return select_functions(mod, self.func_names, self.name)
 
     def rows(self, chain: Chain) -> int:
         """Rows of each block of `chain` (its length when it is left whole)."""
@@ -114,7 +112,23 @@ class ChunkRows(FunctionPass):
             return func
         handoff = tuple(dict.fromkeys((*HANDOFF, self.fset_item)))
         unrolled, made = _unroll(func, {c.load.var: (c, self.rows(c)) for c in chains})
-        return insert_kills(unrolled, plan_kills(unrolled, made, handoff), handoff)
+        chunked = insert_kills(unrolled, plan_kills(unrolled, made, handoff), handoff)
+        return chunked if self._lowers_peak(func, chunked) else func
+
+    def _lowers_peak(self, func: Function, chunked: Function) -> bool:
+        """Whether `chunked` peaks no higher than `func`.
+
+        A whole value stops counting when `set_item` takes it, while a block handed to
+        `set_item_rows` counts until its kill; so tiny tensors can peak higher in blocks. A
+        pass must never raise the peak, so such functions stay whole. Peaks that cannot be
+        estimated (a symbolic dim without a size) are taken to be lowered.
+        """
+        try:
+            before = estimate_peak_memory(func, inputs=self.inputs).peak_bytes
+            after = estimate_peak_memory(chunked, inputs=self.inputs).peak_bytes
+        except LazyParamsError:
+            return True
+        return after <= before
 
 
 def _unroll(func: Function, chains: dict[Var, tuple[Chain, int]]) -> tuple[Function, list[Var]]:
