@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from lazyparams.analysis.lazy_model import KillFacts, kill_group_readers, output_fields
 from lazyparams.analysis.liveness import PARAM, liveness
 from lazyparams.analysis.memory_model import (
-    KILL_OP,
     BufferModel,
     Callees,
     Layout,
     Sizer,
+    is_kill,
     is_sized,
     layout_buffers,
 )
@@ -30,7 +30,6 @@ from lazyparams.ir import (
     FuncStructInfo,
     Function,
     MatchCast,
-    Op,
     PrimValue,
     StringImm,
     StructInfo,
@@ -208,7 +207,7 @@ class _ModelBuilder:
         return None
 
     def _call_layout(self, binding: Binding, call: Call, index: int) -> Layout:
-        if isinstance(call.op, Op) and call.op.name == KILL_OP:
+        if is_kill(call):
             return None
         if self._callee_name(call) in self.callees.handoff:
             for arg in call.args:
@@ -299,7 +298,7 @@ class _ModelBuilder:
 
     def _last_hold(self, uses: set[int]) -> int:
         """The last binding during which a var read at `uses` is held (a kill drops it first)."""
-        return max((u - 1 if self._is_kill(u) else u for u in uses), default=-1)
+        return max((u - 1 if is_kill(self.live.bindings[u].value) else u for u in uses), default=-1)
 
     def _kill_groups(self) -> dict[Var, set[int]]:
         """Lazy model: the bindings `KillAfterLastUse` waits for before killing each var."""
@@ -314,10 +313,6 @@ class _ModelBuilder:
             self.model.output_tuple,
         )
         return kill_group_readers(facts)
-
-    def _is_kill(self, index: int) -> bool:
-        value = self.live.bindings[index].value
-        return isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == KILL_OP
 
     def _hand_off_outputs(self) -> None:
         """Lazy model: each output is handed off right after the binding (or load) making it."""

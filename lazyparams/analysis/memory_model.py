@@ -13,13 +13,29 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from lazyparams.errors import StructInfoError
-from lazyparams.ir import Binding, StructInfo, TensorStructInfo, TupleStructInfo, Var, prim
+from lazyparams.ir import (
+    Binding,
+    Call,
+    Expr,
+    Op,
+    StructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+    Var,
+    prim,
+)
 from lazyparams.ir.dtype import itemsize
 
 Layout = int | None | tuple["Layout", ...]
 """Where a value's bytes live: a buffer id, nothing (scalars, objects), or one layout per field."""
 
 KILL_OP = "vm.kill_object"
+
+
+def is_kill(expr: Expr) -> bool:
+    """Whether `expr` is a `R.vm.kill_object(...)` call: it frees, it computes nothing."""
+    return isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name == KILL_OP
+
 
 _PRIM_EVAL: dict[type[prim.BinaryOp], Callable[[int, int], int]] = {
     prim.Add: lambda a, b: a + b,

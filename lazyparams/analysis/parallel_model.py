@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from lazyparams.analysis.liveness import PARAM, liveness
 from lazyparams.analysis.memory_builder import buffer_model
-from lazyparams.analysis.memory_model import KILL_OP, BufferModel
+from lazyparams.analysis.memory_model import KILL_OP, BufferModel, is_kill
 from lazyparams.ir import (
     Binding,
     Call,
@@ -231,7 +231,7 @@ def _dependencies(
     for index, binding in enumerate(bindings):
         wait = {defined_at[v] for v in reads[index] if v in defined_at}
         wait |= {killed_at[v] for v in reads[index] if v in killed_at}
-        if _is_kill(binding) and reads[index]:
+        if is_kill(binding.value) and reads[index]:
             target = reads[index][0]
             wait.update(readers.get(target, ()))
             killed_at[target] = index
@@ -243,11 +243,6 @@ def _dependencies(
             readers.setdefault(var, []).append(index)
         deps.append(tuple(sorted(w for w in wait if w < index)))
     return tuple(deps)
-
-
-def _is_kill(binding: Binding) -> bool:
-    value = binding.value
-    return isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == KILL_OP
 
 
 class _CallFinder(ExprVisitor):

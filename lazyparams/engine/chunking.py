@@ -105,21 +105,15 @@ def row_externs(
     inputs, outputs = names_of(func, "input_names"), names_of(func, "output_names")
     rows = {info.name: info.shape[0] for info in infos if info.shape}
 
-    def read(name: str, start: int, block: Any) -> Any:
-        counter.loaded(name, int(block.nbytes), int(start == 0))
-        return block
+    def reader(load: Callable[[CheckpointSource, str, int, int], Any]) -> Callable[..., Any]:
+        def get_item_block(index: int, start: int, stop: int) -> Any:
+            name = inputs[int(index)]
+            with loading:
+                block = load(source, name, int(start), int(stop))
+            counter.loaded(name, int(block.nbytes), int(start == 0))
+            return block
 
-    def get_item_rows(index: int, start: int, stop: int) -> Any:
-        name = inputs[int(index)]
-        with loading:
-            block = load_rows(source, name, int(start), int(stop))
-        return read(name, int(start), block)
-
-    def get_item_cols(index: int, start: int, stop: int) -> Any:
-        name = inputs[int(index)]
-        with loading:
-            block = load_cols(source, name, int(start), int(stop))
-        return read(name, int(start), block)
+        return get_item_block
 
     def set_item_rows(index: int, start: int, block: Any) -> None:
         name = outputs[int(index)]
@@ -127,7 +121,7 @@ def row_externs(
         last = int(start) + len(block) == rows.get(name)
         counter.wrote(name, int(block.nbytes), int(last))
 
-    return {GET_ROWS: get_item_rows, GET_COLS: get_item_cols, SET_ROWS: set_item_rows}
+    return {GET_ROWS: reader(load_rows), GET_COLS: reader(load_cols), SET_ROWS: set_item_rows}
 
 
 def row_outputs(module: IRModule) -> tuple[str, ...]:

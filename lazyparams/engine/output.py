@@ -206,7 +206,10 @@ class StagedSafetensors:
     def _claim(self, name: str, array: Any) -> None:
         info = self.infos.get(name)
         if info is None:
-            raise CheckpointError(f"{self.dst}: tensor {name!r} was not declared")
+            raise CheckpointError(
+                f"{self.dst}: tensor {name!r} was not declared; expected one of the "
+                f"{len(self.infos)} declared outputs"
+            )
         got = dtype_name(array.dtype) or str(array.dtype)
         if got != info.dtype or tuple(array.shape) != info.shape:
             raise CheckpointError(

@@ -12,8 +12,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
+from lazyparams.analysis.memory_model import is_kill
 from lazyparams.analysis.parallel_model import (
     REORDERABLE,
     ParallelModel,
@@ -21,23 +20,10 @@ from lazyparams.analysis.parallel_model import (
     parallel_model,
 )
 from lazyparams.errors import RuntimeExecError
-from lazyparams.ir import (
-    Binding,
-    Call,
-    Function,
-    IRModule,
-    MatchCast,
-    Op,
-    StructInfo,
-    TensorStructInfo,
-    TupleStructInfo,
-    struct_info_of,
-)
-from lazyparams.runtime.check import name_of
+from lazyparams.ir import Call, Function, IRModule, StructInfo
 from lazyparams.runtime.dispatch import WINDOW, Dispatcher
-from lazyparams.runtime.memory import MemoryMeter, MemoryStats, TimelineEntry
-from lazyparams.runtime.values import match_value
-from lazyparams.runtime.vm import VirtualMachine, _Frame, _Plan
+from lazyparams.runtime.memory import MemoryStats, TimelineEntry
+from lazyparams.runtime.vm import Frame, VirtualMachine
 
 _Done = tuple[int, Any, BaseException | None]
 
@@ -90,69 +76,43 @@ class ParallelRunner:
         window: int = WINDOW,
         model: ParallelModel | None = None,
     ) -> None:
-        if name not in vm._plans:
-            raise RuntimeExecError(
-                f"expected a Relax function of the module ({', '.join(vm._plans)}), got {name!r}"
-            )
+        bindings = vm.bindings(name)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise RuntimeExecError(f"workers: expected a positive int, got {workers!r}")
         self.vm, self.name, self.workers, self.window = vm, name, workers, window
-        self._plan: _Plan = vm._plans[name]
         self.model = model or parallel_model_of(
             vm.mod, name, sizes, inputs=inputs, reorderable=reorderable
         )
-        if len(self.model) != len(self._plan.live.bindings):
+        if len(self.model) != len(bindings):
             raise RuntimeExecError(
-                f"function {name}: expected a parallel model of its {len(self._plan.live.bindings)}"
+                f"function {name}: expected a parallel model of its {len(bindings)}"
                 f" bindings, got one of {len(self.model)}"
             )
         self.budget = default_budget(self.model, workers) if budget is None else budget
         self.stats = MemoryStats()
-        self._inline = tuple(_is_inline(b) for b in self._plan.live.bindings)
+        self._vars = tuple(b.var for b in bindings)
+        self._kills = tuple(is_kill(b.value) for b in bindings)
+        self._inline = tuple(
+            kill or not isinstance(b.value, Call)
+            for b, kill in zip(bindings, self._kills, strict=True)
+        )
 
     def __call__(self, *args: Any) -> Any:
         """Run the function on `args`; returns its result as `vm[name](*args)` would."""
         dispatcher = Dispatcher(self.model, self.budget, self.workers, window=self.window)
-        frame = _Frame(self._plan, MemoryMeter())
         self.stats = MemoryStats()
-        self.vm._meter.reset()  # hand-offs in the workers find nothing of this run to uncount
+        frame = self.vm.prepare(self.name, args)
         try:
-            self._bind_params(frame, args)
             self._drop(frame, dispatcher.released_at_start)
             self._record(dispatcher, -1, "(params)")
             self._run(frame, dispatcher)
-            return self._result(frame)
+            return self.vm.result(frame)
         finally:
             frame.values.clear()
 
-    # Setting up and finishing --------------------------------------------------------------
-
-    def _bind_params(self, frame: _Frame, args: tuple[Any, ...]) -> None:
-        params = self._plan.func.params
-        if len(args) != len(params):
-            names = ", ".join(p.name_hint for p in params)
-            raise RuntimeExecError(
-                f"function {self.name}: expected {len(params)} arguments ({names}), got {len(args)}"
-            )
-        for i, (param, arg) in enumerate(zip(params, args, strict=True)):
-            sinfo = struct_info_of(param)
-            if isinstance(sinfo, TupleStructInfo) and isinstance(arg, list):
-                arg = tuple(arg)
-            if isinstance(sinfo, TensorStructInfo) and isinstance(arg, np.generic):
-                arg = np.asarray(arg)
-            what = f"function {self.name}: argument {i} ({param.name_hint})"
-            match_value(arg, sinfo, frame.symbols, what)
-            frame.values[param] = arg
-
-    def _result(self, frame: _Frame) -> Any:
-        where = f"function {self.name}: result"
-        result = self.vm._eval(frame, self._plan.func.body.body, where)
-        match_value(result, self._plan.func.ret_struct_info, frame.symbols, where)
-        return result
-
     # The run -------------------------------------------------------------------------------
 
-    def _run(self, frame: _Frame, dispatcher: Dispatcher) -> None:
+    def _run(self, frame: Frame, dispatcher: Dispatcher) -> None:
         """Run every binding on `workers` threads (this one among them); raise the first
         failure once the bindings still running have finished."""
         crew = _Crew(self, frame, dispatcher)
@@ -165,26 +125,24 @@ class ParallelRunner:
                 f"{dispatcher.frontier} ({self.model.names[dispatcher.frontier]})"
             )
 
-    def _work(self, frame: _Frame, index: int) -> _Done:
+    def _work(self, frame: Frame, index: int) -> _Done:
         """Evaluate binding `index` and check its value; never raises (failures are returned)."""
-        binding = self._plan.live.bindings[index]
-        where = f"function {self.name}, binding {index} ({binding.var.name_hint})"
         try:
-            value = () if _is_kill(binding) else self.vm._eval(frame, binding.value, where)
-            _check(binding, value, frame, where)
+            # a kill only releases, and the dispatcher's ledger already drops what it releases
+            value = () if self._kills[index] else self.vm.run_binding(frame, index)
         except BaseException as err:  # reported like a result; the run raises it at its end
             return index, None, err
         return index, value, None
 
-    def _finish(self, frame: _Frame, dispatcher: Dispatcher, done: _Done) -> list[Any]:
+    def _finish(self, frame: Frame, dispatcher: Dispatcher, done: _Done) -> list[Any]:
         """Report a binding done: bind its value and drop what it released, whose values are
         returned (so the caller frees them where it likes). A failure is reported, not raised."""
         index, value, error = done
         if error is None:
-            frame.values[self._plan.live.bindings[index].var] = value
+            frame.values[self._vars[index]] = value
         return self._drop(frame, dispatcher.complete(index))
 
-    def _drop(self, frame: _Frame, released: Released) -> list[Any]:
+    def _drop(self, frame: Frame, released: Released) -> list[Any]:
         return [frame.values.pop(self.model.vars[var], None) for var in released.vars]
 
     def _record(self, dispatcher: Dispatcher, index: int, name: str) -> None:
@@ -196,33 +154,12 @@ class ParallelRunner:
             stats.peak_function, stats.peak_index = self.name, index
 
 
-def _check(binding: Binding, value: Any, frame: _Frame, where: str) -> None:
-    """The checks the VM makes of a binding's value: its match_cast or declared type."""
-    if isinstance(binding, MatchCast):
-        what = f"{where}: match_cast of {name_of(binding.value)}"
-        match_value(value, binding.struct_info, frame.symbols, what)
-    elif binding.var.struct_info is not None:
-        match_value(value, binding.var.struct_info, frame.symbols, f"{where}: declared type")
-
-
-def _is_kill(binding: Binding) -> bool:
-    value = binding.value
-    return (
-        isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == "vm.kill_object"
-    )
-
-
-def _is_inline(binding: Binding) -> bool:
-    """Whether a binding does no work worth a thread: no call, or only a kill."""
-    return not isinstance(binding.value, Call) or _is_kill(binding)
-
-
 class _Crew:
     """The threads of one run. A thread that finishes a binding reports it and asks the
     dispatcher what may start, under one lock, then takes the next binding itself: no thread
     sits between the workers. Values released by a report are freed outside the lock."""
 
-    def __init__(self, runner: ParallelRunner, frame: _Frame, dispatcher: Dispatcher) -> None:
+    def __init__(self, runner: ParallelRunner, frame: Frame, dispatcher: Dispatcher) -> None:
         self.runner, self.frame, self.dispatcher = runner, frame, dispatcher
         self.failure: BaseException | None = None
         self._ready: deque[int] = deque()  # started, waiting for a thread

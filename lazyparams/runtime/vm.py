@@ -9,7 +9,7 @@ records what is held after every binding. Imports `ir`, `tir`, `op` and `analysi
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,8 +62,12 @@ class _Plan:
     live: Liveness
 
 
-class _Frame:
-    """The values of one running function: the only references the VM keeps to them."""
+class Frame:
+    """The values of one running function: the only references the VM keeps to them.
+
+    `VirtualMachine.prepare` hands one to a caller that runs the bindings itself (the parallel
+    runner); `values` is then the caller's to fill and empty.
+    """
 
     __slots__ = ("meter", "plan", "symbols", "values")
 
@@ -165,54 +169,96 @@ class VirtualMachine:
             self._meter.reset()
         return self._invoke(self._plans[name], args)
 
+    # Running a function's bindings from outside: the parallel runner -------------------------
+
+    def bindings(self, name: str) -> tuple[Binding, ...]:
+        """The bindings of Relax function `name`, in the order `run_binding` indexes them."""
+        return self._plan(name).live.bindings
+
+    def prepare(self, name: str, args: tuple[Any, ...]) -> Frame:
+        """A frame for a run of Relax function `name` on `args` driven by the caller: the
+        arguments are checked and bound, the VM's meter starts afresh as for a top-level call.
+        The frame meters nothing: the caller accounts for the memory its run holds."""
+        frame = Frame(self._plan(name), MemoryMeter())
+        self._meter.reset()  # hand-offs in the caller's run find nothing of an earlier call
+        for param, arg in self._checked_args(frame, args):
+            frame.values[param] = arg
+        return frame
+
+    def run_binding(self, frame: Frame, index: int) -> Any:
+        """The value of binding `index` of the frame's function, checked against its match_cast
+        or declared type; binding it (and dropping what dies) is left to the caller."""
+        binding = frame.plan.live.bindings[index]
+        where = f"function {frame.plan.name}, binding {index} ({binding.var.name_hint})"
+        value = self._eval(frame, binding.value, where)
+        if isinstance(binding, MatchCast):
+            what = f"{where}: match_cast of {name_of(binding.value)}"
+            match_value(value, binding.struct_info, frame.symbols, what)
+        elif binding.var.struct_info is not None:
+            declared = f"{where}: declared type"
+            match_value(value, binding.var.struct_info, frame.symbols, declared)
+        return value
+
+    def result(self, frame: Frame) -> Any:
+        """The frame's function's result, checked against its declared return type."""
+        where = f"function {frame.plan.name}: result"
+        result = self._eval(frame, frame.plan.func.body.body, where)
+        match_value(result, frame.plan.func.ret_struct_info, frame.symbols, where)
+        return result
+
+    def _plan(self, name: str) -> _Plan:
+        if name not in self._plans:
+            raise RuntimeExecError(
+                f"expected a Relax function of the module ({', '.join(self._plans)}), got {name!r}"
+            )
+        return self._plans[name]
+
     # Running a function ----------------------------------------------------------------------
 
     def _invoke(self, plan: _Plan, args: tuple[Any, ...]) -> Any:
-        params = plan.func.params
-        if len(args) != len(params):
-            names = ", ".join(p.name_hint for p in params)
-            raise RuntimeExecError(
-                f"function {plan.name}: expected {len(params)} arguments ({names}), got {len(args)}"
-            )
-        frame = _Frame(plan, self._meter)
+        frame = Frame(plan, self._meter)
         self._depth += 1
         try:
             self._bind_params(frame, args)
             for index, binding in enumerate(plan.live.bindings):
                 self._step(frame, index, binding)
-            where = f"function {plan.name}: result"
-            result = self._eval(frame, plan.func.body.body, where)
-            match_value(result, plan.func.ret_struct_info, frame.symbols, where)
-            return result
+            return self.result(frame)
         finally:
             frame.clear()
             self._depth -= 1
 
-    def _bind_params(self, frame: _Frame, args: tuple[Any, ...]) -> None:
-        plan = frame.plan
+    @staticmethod
+    def _checked_args(frame: Frame, args: tuple[Any, ...]) -> Iterator[tuple[Var, Any]]:
+        """Each param with its argument, matched against the param's type (which binds the
+        symbolic dims); a list passes for a tuple, a numpy scalar for a 0-d tensor."""
+        plan, params = frame.plan, frame.plan.func.params
+        if len(args) != len(params):
+            names = ", ".join(p.name_hint for p in params)
+            raise RuntimeExecError(
+                f"function {plan.name}: expected {len(params)} arguments ({names}), got {len(args)}"
+            )
         for i, (param, arg) in enumerate(zip(plan.func.params, args, strict=True)):
             sinfo = struct_info_of(param)
             if isinstance(sinfo, TupleStructInfo) and isinstance(arg, list):
                 arg = tuple(arg)
             if isinstance(sinfo, TensorStructInfo) and isinstance(arg, np.generic):
-                arg = np.asarray(arg)  # a numpy scalar is a 0-d tensor
+                arg = np.asarray(arg)
             what = f"function {plan.name}: argument {i} ({param.name_hint})"
             match_value(arg, sinfo, frame.symbols, what)
+            yield param, arg
+
+    def _bind_params(self, frame: Frame, args: tuple[Any, ...]) -> None:
+        plan = frame.plan
+        for param, arg in self._checked_args(frame, args):
             frame.bind(param, arg)
         self._meter.record(plan.name, PARAM, "(params)")
         for param in plan.func.params:
             if plan.live.is_dead(param):
                 frame.drop(param)
 
-    def _step(self, frame: _Frame, index: int, binding: Binding) -> None:
+    def _step(self, frame: Frame, index: int, binding: Binding) -> None:
         var = binding.var
-        where = f"function {frame.plan.name}, binding {index} ({var.name_hint})"
-        value = self._eval(frame, binding.value, where)
-        if isinstance(binding, MatchCast):
-            what = f"{where}: match_cast of {name_of(binding.value)}"
-            match_value(value, binding.struct_info, frame.symbols, what)
-        elif var.struct_info is not None:
-            match_value(value, var.struct_info, frame.symbols, f"{where}: declared type")
+        value = self.run_binding(frame, index)
         frame.bind(var, value)
         del value  # the frame must hold the only reference, or a kill could not free it
         self._meter.record(frame.plan.name, index, var.name_hint)
@@ -221,7 +267,7 @@ class VirtualMachine:
         if frame.plan.live.is_dead(var):
             frame.drop(var)
 
-    def _eval(self, frame: _Frame, expr: Expr, where: str) -> Any:
+    def _eval(self, frame: Frame, expr: Expr, where: str) -> Any:
         if isinstance(expr, Var):
             return frame.get(expr, where)
         if isinstance(expr, Call):
@@ -244,7 +290,7 @@ class VirtualMachine:
             return self._resolve(expr.global_symbol, where)
         raise RuntimeExecError(f"{where}: expected a value expression, got {type(expr).__name__}")
 
-    def _tuple_item(self, frame: _Frame, expr: TupleGetItem, where: str) -> Any:
+    def _tuple_item(self, frame: Frame, expr: TupleGetItem, where: str) -> Any:
         value = self._eval(frame, expr.tuple_value, where)
         if not isinstance(value, tuple) or not 0 <= expr.index < len(value):
             raise RuntimeExecError(
@@ -270,7 +316,7 @@ class VirtualMachine:
 
     # Calls -----------------------------------------------------------------------------------
 
-    def _call(self, frame: _Frame, call: Call, where: str) -> Any:
+    def _call(self, frame: Frame, call: Call, where: str) -> Any:
         if isinstance(call.op, Op):
             return self._call_op(frame, call, call.op.name, where)
         fn = self._eval(frame, call.op, where)
@@ -290,7 +336,7 @@ class VirtualMachine:
                 self._meter.hand_off(arg)
         return result
 
-    def _call_op(self, frame: _Frame, call: Call, name: str, where: str) -> Any:
+    def _call_op(self, frame: Frame, call: Call, name: str, where: str) -> Any:
         if name == "vm.kill_object":
             return self._kill(frame, call, where)
         if name == "call_tir":
@@ -301,7 +347,7 @@ class VirtualMachine:
         except RuntimeExecError as err:
             raise RuntimeExecError(f"{where}: {err}") from None
 
-    def _attrs(self, frame: _Frame, call: Call, name: str) -> dict[str, Any]:
+    def _attrs(self, frame: Frame, call: Call, name: str) -> dict[str, Any]:
         """The op's attrs with defaults filled in and symbolic dims replaced by their values."""
         info = op_info(name)
         return {
@@ -310,7 +356,7 @@ class VirtualMachine:
             if p.kind == "attr"
         }
 
-    def _kill(self, frame: _Frame, call: Call, where: str) -> tuple[()]:
+    def _kill(self, frame: Frame, call: Call, where: str) -> tuple[()]:
         target = call.args[0]
         assert isinstance(target, Var)  # check_function refuses anything else
         if target not in frame.values:
@@ -321,7 +367,7 @@ class VirtualMachine:
         frame.drop(target)
         return ()
 
-    def _call_tir(self, frame: _Frame, call: Call, where: str) -> Any:
+    def _call_tir(self, frame: Frame, call: Call, where: str) -> Any:
         func = call.args[0]
         assert isinstance(func, GlobalVar)  # check_function refuses anything else
         inputs = self._eval(frame, call.args[1], where)

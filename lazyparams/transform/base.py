@@ -1,7 +1,7 @@
 """The pass protocol: a `Pass` maps an IRModule to a new IRModule and never mutates its input.
 
-`FunctionPass` rewrites Relax functions one at a time; `Sequential` chains passes.
-Imports `ir` only.
+`FunctionPass` rewrites Relax functions one at a time, `NamedFunctionPass` those selected by
+name; `Sequential` chains passes. Imports `ir` and the passes' own helpers.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from lazyparams.errors import TransformError
 from lazyparams.ir import Function, IRModule
+from lazyparams.transform.util import func_names_arg, select_functions
 
 
 class Pass(ABC):
@@ -54,6 +55,17 @@ class FunctionPass(Pass):
     @abstractmethod
     def transform_function(self, name: str, func: Function) -> Function:
         """The rewritten function (`func` itself when nothing changes)."""
+
+
+class NamedFunctionPass(FunctionPass):
+    """A FunctionPass over the Relax functions named in `func_names`, by default those whose
+    name ends with `transform_params` (the functions the lazy passes are meant for)."""
+
+    def __init__(self, func_names: Sequence[str] | None = None) -> None:
+        self.func_names = func_names_arg(func_names, self.name)
+
+    def selected(self, mod: IRModule) -> list[str]:
+        return select_functions(mod, self.func_names, self.name)
 
 
 class Sequential(Pass):

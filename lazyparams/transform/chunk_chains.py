@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from lazyparams.analysis.liveness import Liveness, liveness
-from lazyparams.analysis.memory_model import element_bytes
+from lazyparams.analysis.memory_model import element_bytes, is_kill
 from lazyparams.ir import (
     Binding,
     Call,
@@ -38,7 +38,6 @@ from lazyparams.ir import (
     struct_info_of,
 )
 from lazyparams.ir.prim import IntImm
-from lazyparams.transform.util import is_kill
 
 Split = int | tuple["Split", ...]
 """The split axis of a value: an axis for a tensor, one split per field for a tuple."""

@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from lazyparams.analysis.liveness import Liveness, liveness, used_vars
+from lazyparams.analysis.memory_model import is_kill
 from lazyparams.ir import (
     Binding,
     BindingBlock,
@@ -32,7 +33,7 @@ from lazyparams.ir import (
     Var,
 )
 from lazyparams.op import kill_object
-from lazyparams.transform.util import is_handoff, is_kill
+from lazyparams.transform.util import is_handoff
 
 
 @dataclass(frozen=True, slots=True)

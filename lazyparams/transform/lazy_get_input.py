@@ -8,27 +8,19 @@ impure and loses its dataflow blocks. Imports `ir`, `op` and `analysis`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from lazyparams.ir import Function, IRModule, Var
-from lazyparams.transform.base import FunctionPass
+from lazyparams.ir import Function, Var
+from lazyparams.transform.base import NamedFunctionPass
 from lazyparams.transform.lazy_inputs import weight_inputs
 from lazyparams.transform.lazy_rewrite import CallStyle, LazyStyle, rewrite_lazy
 from lazyparams.transform.to_non_dataflow import to_non_dataflow
-from lazyparams.transform.util import CALLBACK_SINFO, num_input, select_functions
+from lazyparams.transform.util import CALLBACK_SINFO, num_input
 
 
-class LazyGetInput(FunctionPass):
+class LazyGetInput(NamedFunctionPass):
     """Load weights on demand through an `fget_param(index, name)` callback param.
 
     Applies to functions whose name ends with `transform_params`, or to `func_names`.
     """
-
-    def __init__(self, func_names: Sequence[str] | None = None) -> None:
-        self.func_names = None if func_names is None else tuple(func_names)
-
-    def selected(self, mod: IRModule) -> list[str]:
-        return select_functions(mod, self.func_names, self.name)
 
     def transform_function(self, name: str, func: Function) -> Function:
         first = num_input(func, name, self.name)

@@ -21,7 +21,7 @@ from lazyparams.transform.base import Pass
 from lazyparams.transform.kill_plan import insert_kills, plan_kills
 from lazyparams.transform.lazy_inputs import weight_inputs
 from lazyparams.transform.lazy_rewrite import CallStyle, LazyStyle, rewrite_lazy
-from lazyparams.transform.util import num_input, select_functions
+from lazyparams.transform.util import func_names_arg, num_input, select_functions
 
 
 class LazyTransformParams(Pass):
@@ -50,14 +50,7 @@ class LazyTransformParams(Pass):
             )
         self.extra_get = _extra_params("extra_get_item_params", extra_get_item_params)
         self.extra_set = _extra_params("extra_set_item_params", extra_set_item_params)
-        if func_names is not None and (
-            isinstance(func_names, str) or not all(isinstance(n, str) for n in func_names)
-        ):
-            raise TransformError(
-                "LazyTransformParams: expected func_names to be a list of names, got "
-                f"{func_names!r}"
-            )
-        self.func_names = None if func_names is None else tuple(func_names)
+        self.func_names = func_names_arg(func_names, self.name)
 
     def transform_module(self, mod: IRModule) -> IRModule:
         result = mod

@@ -22,7 +22,6 @@ from lazyparams.ir import (
     DataflowVar,
     ExprMutator,
     Function,
-    IRModule,
     MatchCast,
     SeqExpr,
     TupleGetItem,
@@ -32,8 +31,8 @@ from lazyparams.ir import (
     is_pure_call,
 )
 from lazyparams.ir.prim import PrimVar
-from lazyparams.transform.base import FunctionPass
-from lazyparams.transform.util import prim_vars, select_functions
+from lazyparams.transform.base import NamedFunctionPass
+from lazyparams.transform.util import prim_vars
 
 EXACT_LIMIT = 12
 """Segments of at most this many nodes get a lowest-peak order (2^n * n work); larger ones a
@@ -43,7 +42,7 @@ DEFAULT_DIM = 1024
 """Stand-in for a symbolic dim with no given size: ordering only needs relative sizes."""
 
 
-class ScheduleForMemory(FunctionPass):
+class ScheduleForMemory(NamedFunctionPass):
     """Reorder transform functions so that their lazy form peaks as low as the data flow allows.
 
     Like `LazyTransformParams`, it rewrites every function whose name ends with
@@ -54,11 +53,8 @@ class ScheduleForMemory(FunctionPass):
     def __init__(
         self, sizes: Mapping[str, int] | None = None, func_names: Sequence[str] | None = None
     ) -> None:
+        super().__init__(func_names)
         self.sizes = dict(sizes or {})
-        self.func_names = None if func_names is None else list(func_names)
-
-    def selected(self, mod: IRModule) -> list[str]:
-        return select_functions(mod, self.func_names, self.name)
 
     def transform_function(self, name: str, func: Function) -> Function:
         return schedule_function(func, self.sizes)

@@ -28,17 +28,10 @@ from lazyparams.ir import (
 )
 from lazyparams.ir.prim import PrimExpr, PrimVar
 
-KILL_OP = "vm.kill_object"
-
 CALLBACK_SINFO = FuncStructInfo(
     (PrimStructInfo("int64"), ObjectStructInfo()), ObjectStructInfo(), False
 )
 """`R.Callable([R.Prim("int64"), R.Object], R.Object, purity=False)`: fget_param / fset_output."""
-
-
-def is_kill(expr: Expr) -> bool:
-    """Whether `expr` is a `R.vm.kill_object(...)` call."""
-    return isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name == KILL_OP
 
 
 def is_op_call(expr: Expr, name: str) -> bool:
@@ -67,6 +60,18 @@ def is_handoff(expr: Expr, handoff: Collection[str]) -> bool:
     if isinstance(expr.op, ExternFunc):
         return expr.op.global_symbol in handoff
     return isinstance(expr.op, Var) and expr.op.name_hint in handoff
+
+
+def func_names_arg(func_names: Sequence[str] | None, pass_name: str) -> tuple[str, ...] | None:
+    """A pass's `func_names` argument checked and frozen: None, or a list of names (a lone
+    string is refused, so that "main" does not select functions "m", "a", "i", "n")."""
+    if func_names is None:
+        return None
+    if isinstance(func_names, str) or not all(isinstance(n, str) for n in func_names):
+        raise TransformError(
+            f"{pass_name}: expected func_names to be a list of names, got {func_names!r}"
+        )
+    return tuple(func_names)
 
 
 def select_functions(mod: IRModule, names: Sequence[str] | None, pass_name: str) -> list[str]:

@@ -80,6 +80,24 @@ def test_argument_errors_name_the_param() -> None:
         vm["nope"]
 
 
+def test_a_caller_can_run_the_bindings_itself() -> None:
+    vm = VirtualMachine(Values)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    frame = vm.prepare("caller", (x,))
+    for index, binding in enumerate(vm.bindings("caller")):
+        frame.values[binding.var] = vm.run_binding(frame, index)
+    np.testing.assert_array_equal(vm.result(frame), x * 4)
+    assert vm.stats.timeline[-1].function == "twice"  # the nested calls meter as usual
+    with pytest.raises(RuntimeExecError, match=r"expected 1 arguments \(x\), got 0"):
+        vm.prepare("twice", ())
+    with pytest.raises(RuntimeExecError, match=r"Relax function of the module .* got 'nope'"):
+        vm.bindings("nope")
+    frame = vm.prepare("twice", (x,))
+    with pytest.raises(RuntimeExecError, match=r"binding 0 \(y\): expected x to be live"):
+        frame.values.clear()
+        vm.run_binding(frame, 0)
+
+
 @I.ir_module
 class Lazy:
     @R.function(pure=False)

@@ -74,8 +74,8 @@ def test_unknown_or_non_relax_function_names_are_refused() -> None:
             lazy_pass(func_names=["nope"])(Module)
         with pytest.raises(TransformError, match="expected 'kernel' to be a Relax function"):
             lazy_pass(func_names=["kernel"])(Module)
-    with pytest.raises(TransformError, match="expected func_names to be a list of names"):
-        LazyTransformParams(func_names="main_transform_params")
+        with pytest.raises(TransformError, match="expected func_names to be a list of names"):
+            lazy_pass(func_names="main_transform_params")
 
 
 def test_a_bad_num_input_is_refused() -> None:
