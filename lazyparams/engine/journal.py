@@ -2,7 +2,7 @@
 
 A conversion into DST builds its output in `.<DST name>.lazyparams-partial` beside DST. The
 folder holds `job.json` (what is being converted, so a resume can check it is the same job),
-`journal` (one line per finished output, fsync'd after each) and `lock` (held while a
+`journal` (one line per finished output, appended and fsync'd in batches) and `lock` (held while a
 conversion writes). Imports only the standard library and `errors`.
 """
 
@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +84,9 @@ class Journal:
         self.path = work / JOURNAL_FILE
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def record(self, name: str) -> None:
-        """Append `name` (JSON-quoted, so any name fits on one line) and fsync."""
-        os.write(self._fd, (json.dumps(name) + "\n").encode("utf-8"))
+    def record(self, names: Sequence[str]) -> None:
+        """Append `names`, one JSON-quoted line each (any name fits on a line), and fsync once."""
+        os.write(self._fd, "".join(json.dumps(name) + "\n" for name in names).encode("utf-8"))
         os.fsync(self._fd)
 
     def close(self) -> None:

@@ -1,16 +1,18 @@
 """Where a conversion writes, published only when complete.
 
 safetensors (the default) is built in the work folder beside DST (see `journal`): shard files
-preallocated with their headers, each tensor written at its offset, fsync'd and journaled, so a
-killed run can resume; `finalize` renames the result into place. Other formats go through the
-io layer's atomic sinks; a sink object the caller holds is used as given. Imports `io` and the
-engine's own modules.
+preallocated with their headers, each tensor written at its offset, then synced and journaled
+in batches, so a killed run can resume; `finalize` renames the result into place. Other
+formats go through the io layer's atomic sinks; a sink object the caller holds is used as
+given. Imports `io` and the engine's own modules.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +35,9 @@ from lazyparams.io.safetensors_sink import ShardPlan, index_json
 
 DATA_DIR = "data"
 _SYNC = getattr(os, "fdatasync", os.fsync)
+
+JOURNAL_SECONDS = 0.25
+"""Finished outputs are synced and journaled together at most this often (and at the end)."""
 
 
 class Output(Protocol):
@@ -105,6 +110,8 @@ class StagedSafetensors:
         self._rows = RowLedger(str(dst), self.infos, self._taken, self._lock)
         self._work_lock: WorkLock | None = None
         self._journal: Journal | None = None
+        self._pending: list[tuple[int, str]] = []
+        self._flushed_at = time.monotonic()
         try:
             self._open_work(job, resume)
             self._journal = Journal(self.work)
@@ -194,11 +201,25 @@ class StagedSafetensors:
             raise CheckpointError(f"{self.dst}: writing tensor {name!r} failed: {err}") from None
 
     def _record(self, fd: int, name: str) -> None:
-        _SYNC(fd)  # the bytes are on disk before the journal says so
         with self._lock:
-            assert self._journal is not None
-            self._journal.record(name)
             self.done.add(name)
+            self._pending.append((fd, name))
+            if time.monotonic() - self._flushed_at >= JOURNAL_SECONDS:
+                self._flush_journal()
+
+    def _flush_journal(self) -> None:
+        """Sync the shards of the finished outputs, then journal them (the caller holds the lock).
+
+        Syncing in batches rather than per tensor costs a resume at most `JOURNAL_SECONDS` of
+        work; the bytes are always on disk before the journal names them.
+        """
+        if not self._pending or self._journal is None:
+            return
+        for fd in dict.fromkeys(fd for fd, _ in self._pending):
+            _SYNC(fd)
+        self._journal.record([name for _, name in self._pending])
+        self._pending.clear()
+        self._flushed_at = time.monotonic()
 
     def _taken(self, name: str) -> bool:
         return name in self.done or name in self._busy
@@ -253,7 +274,9 @@ class StagedSafetensors:
         remove_work(self.work)
 
     def suspend(self) -> None:
-        """Stop, keeping the work folder and its journal for `--resume`."""
+        """Stop, keeping the work folder and its journal (every finished output) for `--resume`."""
+        with self._lock, contextlib.suppress(OSError):
+            self._flush_journal()  # a disk that fails here loses only the unjournaled outputs
         self._close()
 
     def _close(self) -> None:
