@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lazyparams.ir.describe import describe, show_dim
 from lazyparams.ir.expr import (
     Binding,
     Call,
@@ -26,7 +27,6 @@ from lazyparams.ir.expr import (
 )
 from lazyparams.ir.prim import PrimExpr
 from lazyparams.op.builtin import SINFO_ARG_KEYWORDS
-from lazyparams.op.describe import describe, show_dim
 
 
 def expr_text(expr: Expr) -> str:

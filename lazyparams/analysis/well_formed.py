@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from lazyparams.analysis.describe import binding_text, callee_text, expr_text
 from lazyparams.errors import StructInfoError, WellFormedError
+from lazyparams.ir.describe import describe
 from lazyparams.ir.expr import (
     Binding,
     Call,
@@ -41,7 +42,6 @@ from lazyparams.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
 )
-from lazyparams.op.describe import describe
 from lazyparams.op.dims import dims_differ
 from lazyparams.tir.nodes import PrimFunc
 

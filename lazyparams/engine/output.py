@@ -32,6 +32,7 @@ from lazyparams.io.filemap import write_array_at
 from lazyparams.io.partial import RowLedger, accepts_rows, rows_offset
 from lazyparams.io.safetensors_format import build_header
 from lazyparams.io.safetensors_sink import ShardPlan, index_json
+from lazyparams.io.staging import fsync_path
 
 DATA_DIR = "data"
 _SYNC = getattr(os, "fdatasync", os.fsync)
@@ -259,14 +260,14 @@ class StagedSafetensors:
 
     def _publish(self) -> None:
         data = self.work / DATA_DIR
-        _fsync_dir(data)
+        fsync_path(data)
         if self.dst.suffix != ".safetensors":
             os.rename(data, self.dst)  # one rename publishes the whole folder
         else:
             # the index goes last: a reader that finds it finds every shard
             for path in self.files:
                 os.rename(data / Path(path).name, path)
-        _fsync_dir(self.dst.parent)
+        fsync_path(self.dst.parent)
 
     def abort(self) -> None:
         """Stop and delete everything written, the work folder included."""
@@ -312,11 +313,3 @@ def resumable_done(dst: Path, job: dict[str, Any]) -> set[str] | None:
                 "start over)"
             )
     return set(read_journal(work))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -47,11 +47,11 @@ class Staging:
     def commit(self) -> None:
         """Flush every temporary to disk, then rename each onto its final name."""
         for temp, _ in self._files:
-            _fsync_path(temp)
+            fsync_path(temp)
         for temp, final in self._files:
             os.replace(temp, final)
         for folder in {final.parent for _, final in self._files}:
-            _fsync_path(folder)
+            fsync_path(folder)
         self._files.clear()
         self._made_dirs.clear()
         self._cleanup.detach()
@@ -73,7 +73,8 @@ class Staging:
             self._made_dirs.append(path)
 
 
-def _fsync_path(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush a file or folder entry to disk (a folder: so a rename in it survives a crash)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
