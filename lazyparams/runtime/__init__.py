@@ -1,5 +1,6 @@
 """The runtime: a virtual machine that runs Relax functions on numpy arrays, its numpy kernels
-per op, the extern registry and the memory meter.
+per op (with optional compiled loops for transposes, casts and quantization), the extern
+registry and the memory meter.
 
 Imports `ir`, `tir`, `op` and `analysis`.
 """

@@ -1,11 +1,13 @@
-"""Cache-friendly numpy loops behind the layout and cast kernels: blocked transposes, and casts
-written straight into a preallocated output, chunk by chunk.
+"""The loops behind the layout and cast kernels: blocked transposes, and casts written straight
+into a preallocated output.
 
-Every `*_into` function fills an output the caller allocated and uses only temporaries of at
-most `CHUNK` elements, so it costs little more than the memory it has to touch, its extra memory
-is bounded, and the chunked engine can run it on slices. numpy releases the GIL in all of these
-loops. Results are bit-identical to numpy's (and ml_dtypes') own casts. Imports numpy and
-ml_dtypes only.
+Each one runs the compiled loop of `runtime.native` where the extension is built and handles
+the dtypes and layout, and otherwise a cache-friendly numpy loop: tiles for transposes, and
+chunk by chunk for casts. Every `*_into` function fills an output the caller allocated and uses
+only temporaries of at most `CHUNK` elements, so it costs little more than the memory it has to
+touch, its extra memory is bounded, and the chunked engine can run it on slices. Both paths
+release the GIL and give results bit-identical to numpy's (and ml_dtypes') own casts. Imports
+numpy and `runtime.native`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
+
+from lazyparams.runtime import native
 
 Array = np.ndarray[Any, Any]
 
@@ -37,12 +40,6 @@ MIN_TILED = 64 * 64
 """Elements below which a transposed plane is copied by numpy in one call: per-tile overhead
 would outweigh what tiling saves."""
 
-_F32 = np.dtype(np.float32)
-_F16 = np.dtype(np.float16)
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-_FLOAT8 = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
-_SMALL_FLOATS = (_F16, _BF16, *_FLOAT8)
-_FLOATS = (np.dtype(np.float64), _F32, *_SMALL_FLOATS)
 _U32 = np.dtype(np.uint32)
 
 
@@ -118,12 +115,15 @@ def _transpose_planes(src: Array, dst: Array, perm: list[int]) -> None:
         d_index: list[Any] = [slice(None)] * dst.ndim
         for p, i in zip(others, index, strict=True):
             s_index[perm[p]], d_index[p] = i, i
-        transpose_2d(src[tuple(s_index)], dst[tuple(d_index)])
+        transpose_2d(src[tuple(s_index)], dst[tuple(d_index)], dst.nbytes)
 
 
-def transpose_2d(src: Array, dst: Array) -> None:
-    """`dst[j, i] = src[i, j]`, by tiles small enough that both sides stay in cache: a tile
-    reads `TILE_ROWS` runs of `TILE_BYTES` from `src` and writes as many short runs to `dst`."""
+def transpose_2d(src: Array, dst: Array, total_bytes: int | None = None) -> None:
+    """`dst[j, i] = src[i, j]`: compiled, or by tiles small enough that both sides stay in cache
+    (a tile reads `TILE_ROWS` runs of `TILE_BYTES` from `src` and writes as many short runs to
+    `dst`). `total_bytes` is the whole output when dst is one plane of it."""
+    if native.transpose_2d(src, dst, total_bytes):
+        return
     n, m = src.shape
     aliased = src.strides[0] % 2048 == 0 or dst.strides[0] % 2048 == 0
     rows = ALIASED_TILE_ROWS if aliased else TILE_ROWS
@@ -153,9 +153,20 @@ def cast_into(x: Array, out: Array) -> None:
 
 def caster(src: np.dtype[Any], dst: np.dtype[Any], size: int = CHUNK) -> Caster:
     """A function that writes arrays of dtype `src` (of at most `size` elements per chunk)
-    converted into arrays of dtype `dst`: its scratch buffers are allocated once, here, so
-    that a caller converting chunk after chunk allocates nothing per chunk."""
-    path = _cast_path(np.dtype(src), np.dtype(dst))
+    converted into arrays of dtype `dst`: the compiled loop where there is one, else a numpy
+    loop whose scratch buffers are allocated once, here, so that a caller converting chunk
+    after chunk allocates nothing per chunk."""
+    numpy_loop = _numpy_caster(np.dtype(src), np.dtype(dst), size)
+
+    def run(x: Array, out: Array) -> None:
+        if not native.cast(x, out):
+            numpy_loop(x, out)
+
+    return run
+
+
+def _numpy_caster(src: np.dtype[Any], dst: np.dtype[Any], size: int) -> Caster:
+    path = _cast_path(src, dst)
     step = min(CHUNK, max(size, 1))
     if path is None:
         return _numpy_cast
@@ -192,41 +203,21 @@ def _cast_path(src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[ChunkLoop, tuple
     ml_dtypes' float8 casts convert one element at a time in software); float32 to float16 and
     to float8 compute the rounding with integer ufuncs. bfloat16 to float32 is already a shift.
     """
-    if src == dst or dst not in _FLOATS:
+    if src == dst or dst not in native.FLOATS:
         return None
-    if src in _SMALL_FLOATS and not (src == _BF16 and dst.itemsize >= 4):
-        return functools.partial(_lookup, table=_pattern_table(src, dst)), (np.intp,)
-    if src == _F32 and dst == _F16:
+    if src in native.SMALL_FLOATS and not (src == native.BF16 and dst.itemsize >= 4):
+        return functools.partial(_lookup, table=native.pattern_table(src, dst)), (np.intp,)
+    if src == native.F32 and dst == native.F16:
         return _f32_to_f16, (np.uint32, np.uint32, np.uint32)
-    if src == _F32 and dst in _FLOAT8:
-        loop = functools.partial(_f32_to_small, table=_f32_table(dst))
+    if src == native.F32 and dst in native.FLOAT8:
+        loop = functools.partial(_f32_to_small, table=native.class_table(dst))
         return loop, (np.uint32, np.uint32, np.intp)
     return None
-
-
-@functools.cache
-def _pattern_table(src: np.dtype[Any], dst: np.dtype[Any]) -> Array:
-    """`dst` value of every bit pattern of the 1- or 2-byte dtype `src`, by its own cast."""
-    patterns = np.arange(1 << (8 * src.itemsize), dtype=np.uint32)
-    with np.errstate(all="ignore"):
-        return patterns.astype(f"u{src.itemsize}").view(src).astype(dst)
 
 
 def _lookup(x: Array, out: Array, index: Array, table: Array) -> None:
     np.copyto(index, x.view(f"u{x.itemsize}"))
     np.take(table, index, out=out, mode="wrap")  # every pattern is in range: wrap never wraps
-
-
-@functools.cache
-def _f32_table(dst: np.dtype[Any]) -> Array:
-    """The bits of the 8-bit float `dst` for each class of float32 that rounds alike: the top
-    16 bits and whether any of the low 16 is set. With at most 3 mantissa bits kept, the
-    rounding bit is bit 19 or higher, so the class decides the result; a representative of
-    each class is converted by ml_dtypes itself."""
-    index = np.arange(1 << 17, dtype=np.uint32)
-    representative = ((index >> 1) << 16) | (index & 1)
-    with np.errstate(all="ignore"):
-        return representative.view(_F32).astype(dst).view(f"u{dst.itemsize}")
 
 
 def _f32_to_small(
@@ -266,7 +257,7 @@ def _f32_to_f16(x: Array, out: Array, mag: Array, half: Array, spare: Array) -> 
     np.bitwise_or(half, mag, out=half)
     np.copyto(out.view(np.uint16), half, casting="unsafe")
     if huge is not None:  # rare: numpy's own cast says infinity, or which NaN
-        out[huge] = x[huge].astype(_F16)
+        out[huge] = x[huge].astype(native.F16)
 
 
 def _f16_subnormals(mag: Array, half: Array, spare: Array) -> None:
@@ -275,9 +266,9 @@ def _f16_subnormals(mag: Array, half: Array, spare: Array) -> None:
     small, so only those are redone unless there are many (zeros)."""
     small = np.flatnonzero(mag < _HALF_MIN_NORMAL)
     if len(small) * 8 < len(mag):
-        tiny = mag[small].view(_F32) + _HALF_SUBNORMAL_MAGIC.view(_F32)
+        tiny = mag[small].view(native.F32) + _HALF_SUBNORMAL_MAGIC.view(native.F32)
         half[small] = tiny.view(_U32) - _HALF_SUBNORMAL_MAGIC
         return
-    np.add(mag.view(_F32), _HALF_SUBNORMAL_MAGIC.view(_F32), out=spare.view(_F32))
+    np.add(mag.view(native.F32), _HALF_SUBNORMAL_MAGIC.view(native.F32), out=spare.view(native.F32))
     np.subtract(spare, _HALF_SUBNORMAL_MAGIC, out=spare)
     np.copyto(half, spare, where=mag < _HALF_MIN_NORMAL)

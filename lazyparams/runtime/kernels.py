@@ -2,7 +2,7 @@
 
 Each kernel takes the evaluated operands and the static attrs (ints, tuples of ints, dtype
 names) and returns arrays that own their memory, so that freeing an operand really frees it.
-Transposes and casts run the blocked and chunked loops of `runtime.fast`. Imports `ir` (dtypes),
+Transposes and casts run the compiled or blocked loops of `runtime.fast`. Imports `ir` (dtypes),
 `runtime.memory` and `runtime.fast`.
 """
 

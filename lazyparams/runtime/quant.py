@@ -3,8 +3,10 @@
 int8: symmetric per channel along `axis`, scale = max|x| / 127 (1 where the max is 0), values
 rounded half to even and clipped to [-127, 127]. int4: groups of `group_size` along each row,
 scale = max|x| / 7, values in [-8, 7], packed two a byte (element 2j in the low nibble). The
-work runs a cache-sized chunk at a time in float32 with `out=` ufuncs, into the outputs.
-Imports `runtime.kernels` (the registry) and `runtime.fast`.
+compiled loops of `runtime.native` do the work where they can read the input (float32, float16,
+bfloat16, float8; contiguous; finite). Otherwise, and always for an infinity or NaN, it runs a
+cache-sized chunk at a time in float32 with `out=` ufuncs, into the outputs; both paths give
+the same bits. Imports `runtime.kernels` (the registry), `runtime.fast` and `runtime.native`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from lazyparams.errors import RuntimeExecError
-from lazyparams.runtime import fast
+from lazyparams.runtime import fast, native
 from lazyparams.runtime.kernels import Array, kernel
 
 _F32 = np.dtype(np.float32)
@@ -142,12 +144,16 @@ def quantize_int8_into(x: Array, axis: int, q: Array, scale: Array) -> None:
         scale[...] = 1
         return
     shape3 = (math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1 :]))
-    x3, q3 = np.ascontiguousarray(x).reshape(shape3), q.reshape(shape3)
-    with np.errstate(all="ignore"):
-        if shape3[0] == 1 and shape3[2] <= fast.CHUNK:
-            _int8_rows(x3[0], q3[0], scale)
-        else:
-            _int8_channels(x3, q3, scale)
+    codes = q if q.flags.c_contiguous else np.empty(q.shape, np.int8)  # a view is needed
+    x3, q3 = np.ascontiguousarray(x).reshape(shape3), codes.reshape(shape3)
+    if not native.quantize_int8(x3, q3, scale):
+        with np.errstate(all="ignore"):
+            if shape3[0] == 1 and shape3[2] <= fast.CHUNK:
+                _int8_rows(x3[0], q3[0], scale)
+            else:
+                _int8_channels(x3, q3, scale)
+    if codes is not q:
+        np.copyto(q, codes, casting="unsafe")
 
 
 def _int8_rows(x2: Array, q2: Array, scale: Array) -> None:
@@ -241,7 +247,7 @@ def quantize_int4_into(x: Array, group_size: int, packed: Array, scale: Array) -
             f"expected outputs of shapes {(n, k // 2)} and {(n, k // group_size)}, "
             f"got {packed.shape} and {scale.shape}"
         )
-    if x.size == 0:
+    if x.size == 0 or native.quantize_int4(x, group_size, packed, scale):
         return
     rows, cols = _int4_blocks(n, k, group_size)
     scratch = _Scratch(rows * cols, x.dtype)

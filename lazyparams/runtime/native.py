@@ -1,0 +1,204 @@
+"""The compiled loops of `runtime/_native.c`, behind checked wrappers that say whether they ran.
+
+Each wrapper takes numpy arrays, checks that the compiled loop handles them (dtype, layout,
+alignment) and returns True when it wrote the result, or False when the caller must take its
+numpy path: so `runtime.fast` and `runtime.quant` work the same with or without the extension,
+bit for bit. The extension is optional (the package installs without a C compiler);
+`LAZYPARAMS_NATIVE=0` in the environment turns it off, and `use_native` switches it for a
+block of code, which is how the tests and benchmarks compare both paths. The loops release
+the GIL. Imports numpy and ml_dtypes only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+Array = np.ndarray[Any, Any]
+
+# The float dtypes the compiled loops know, for `runtime.fast` too.
+F32 = np.dtype(np.float32)
+F16 = np.dtype(np.float16)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+FLOAT8 = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
+SMALL_FLOATS = (F16, BF16, *FLOAT8)
+FLOATS = (np.dtype(np.float64), F32, *SMALL_FLOATS)
+_CODE: dict[int, np.dtype[Any]] = {
+    1: np.dtype(np.uint8),
+    2: np.dtype(np.uint16),
+    4: np.dtype(np.uint32),
+}
+_WORD: dict[int, np.dtype[Any]] = {**_CODE, 8: np.dtype(np.uint64)}
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("LAZYPARAMS_NATIVE", "1") == "0":
+        return None
+    try:
+        from lazyparams.runtime import _native
+    except ImportError:
+        return None
+    module: ModuleType = _native
+    return module
+
+
+_MODULE = _load()
+_enabled = _MODULE is not None
+
+
+def available() -> bool:
+    """Whether the compiled extension was built and loaded (whatever `use_native` says)."""
+    return _MODULE is not None
+
+
+def enabled() -> bool:
+    """Whether the compiled loops are in use now."""
+    return _enabled and _MODULE is not None
+
+
+@contextlib.contextmanager
+def use_native(on: bool) -> Iterator[None]:
+    """Use the compiled loops (when built) or only the numpy ones, inside the block."""
+    global _enabled
+    before, _enabled = _enabled, on
+    try:
+        yield
+    finally:
+        _enabled = before
+
+
+def _words(x: Array) -> Array:
+    """`x` viewed as unsigned words of its item size: the extension sees bits, never dtypes
+    (numpy cannot describe bfloat16 or float8 in a buffer)."""
+    return x.view(_WORD[x.itemsize])
+
+
+def _flat_pair(x: Array, out: Array) -> bool:
+    contiguous = x.flags.c_contiguous and out.flags.c_contiguous
+    return x.shape == out.shape and contiguous and x.flags.aligned and out.flags.aligned
+
+
+# Transposes ----------------------------------------------------------------------------------
+
+
+STREAM_BYTES = 8 << 20
+"""Transposes writing this much or more (in all their planes) stream their output around the
+cache: it could not stay there anyway."""
+
+
+def transpose_2d(src: Array, dst: Array, total_bytes: int | None = None) -> bool:
+    """`dst[j, i] = src[i, j]` for 2-D arrays whose last axes are contiguous. `total_bytes`
+    is the whole output when dst is one plane of it (it decides the streaming)."""
+    if not enabled() or src.ndim != 2 or dst.shape != src.shape[::-1]:
+        return False
+    if src.dtype != dst.dtype or src.itemsize not in _WORD or src.dtype.hasobject:
+        return False
+    if not dst.flags.writeable or not (src.flags.aligned and dst.flags.aligned):
+        return False
+    if src.size == 0:
+        return True  # nothing to write
+    if src.strides[1] != src.itemsize or dst.strides[1] != dst.itemsize:
+        return False
+    large = (dst.nbytes if total_bytes is None else total_bytes) >= STREAM_BYTES
+    _module().transpose2d(_words(src), _words(dst), large)
+    return True
+
+
+# Casts ---------------------------------------------------------------------------------------
+
+
+def cast(x: Array, out: Array) -> bool:
+    """`out[...] = x.astype(out.dtype)` for the conversions the extension does bit-exactly:
+    float32 to float16, bfloat16 and float8, and any 1- or 2-byte float to any float."""
+    if not enabled() or not _flat_pair(x, out) or not out.flags.writeable:
+        return False
+    src, dst = x.dtype, out.dtype
+    flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+    if src == F32 and dst in (F16, BF16):
+        _module().cast(str(dst), _words(flat_x), _words(flat_out))
+        return True
+    if src == F32 and dst in FLOAT8:
+        _module().classify(_words(flat_x), _words(flat_out), class_table(dst))
+        return True
+    if src in SMALL_FLOATS and dst in FLOATS and dst != src:
+        table = pattern_table(src, dst).view(_WORD[dst.itemsize])
+        _module().lookup(_words(flat_x), _words(flat_out), table)
+        return True
+    return False
+
+
+@functools.cache
+def pattern_table(src: np.dtype[Any], dst: np.dtype[Any]) -> Array:
+    """`dst` value of every bit pattern of the 1- or 2-byte dtype `src`, by its own cast."""
+    patterns = np.arange(1 << (8 * src.itemsize), dtype=np.uint32)
+    with np.errstate(all="ignore"):
+        return patterns.astype(_CODE[src.itemsize]).view(src).astype(dst)
+
+
+@functools.cache
+def class_table(dst: np.dtype[Any]) -> Array:
+    """The bits of the 8-bit float `dst` for each class of float32 that rounds alike: the top
+    16 bits and whether any of the low 16 is set. With at most 3 mantissa bits kept, the
+    rounding bit is bit 19 or higher, so the class decides the result; a representative of
+    each class is converted by ml_dtypes itself."""
+    index = np.arange(1 << 17, dtype=np.uint32)
+    representative = ((index >> 1) << 16) | (index & 1)
+    with np.errstate(all="ignore"):
+        return representative.view(F32).astype(dst).view(np.uint8)
+
+
+# Quantization --------------------------------------------------------------------------------
+
+
+def _source(x: Array) -> tuple[Array, str, Array | None] | None:
+    """`x` as the extension reads it: its words, their format, and for all but float32 the
+    float32 value of each code; None for dtypes it does not read."""
+    if not (x.flags.c_contiguous and x.flags.aligned):
+        return None
+    if x.dtype == F32:
+        return _words(x), "float32", None
+    if x.dtype in SMALL_FLOATS:
+        name = str(x.dtype) if x.dtype in (F16, BF16) else "table"
+        return _words(x), name, pattern_table(x.dtype, F32)
+    return None
+
+
+def quantize_int8(x3: Array, q3: Array, scale: Array) -> bool:
+    """int8 codes of the (outer, channels, inner) `x3` per channel into `q3` and `scale`;
+    False (outputs unspecified) when x3 holds an infinity or NaN, or a dtype it cannot read."""
+    source = _source(x3) if enabled() and x3.ndim == 3 and x3.size else None
+    if source is None or not _outputs(q3, np.int8, scale):
+        return False
+    outer, channels, inner = x3.shape
+    done: bool = _module().quantize_int8(*source, outer, channels, inner, q3, scale)
+    return done
+
+
+def quantize_int4(x: Array, group_size: int, packed: Array, scale: Array) -> bool:
+    """int4 codes of the 2-D `x` by groups along rows, packed two a byte, and their scales;
+    False (outputs unspecified) when x holds an infinity or NaN, or a dtype it cannot read."""
+    source = _source(x) if enabled() and x.ndim == 2 and x.size else None
+    if source is None or not _outputs(packed, np.uint8, scale):
+        return False
+    done: bool = _module().quantize_int4(*source, group_size, packed, scale)
+    return done
+
+
+def _outputs(codes: Array, code_type: type[Any], scale: Array) -> bool:
+    """Whether the extension can write these outputs: contiguous codes of `code_type` and
+    float32 scales (the caller checked their shapes)."""
+    contiguous = codes.flags.c_contiguous and scale.flags.c_contiguous
+    writeable = codes.flags.writeable and scale.flags.writeable and scale.flags.aligned
+    return contiguous and writeable and codes.dtype == code_type and scale.dtype == F32
+
+
+def _module() -> Any:
+    assert _MODULE is not None
+    return _MODULE
