@@ -4,8 +4,8 @@
  * runs without the GIL, so that worker threads convert in parallel. `runtime/native.py` checks
  * every argument (dtypes, shapes, contiguity) before calling in; the checks here only guard
  * memory safety. Results are bit-identical to numpy's and ml_dtypes' own conversions: the
- * 1- and 2-byte sources and the float8 targets go through tables those libraries computed,
- * and the float32 roundings below follow IEEE round-half-to-even exactly. Quantization
+ * 1- and 2-byte sources go through tables those libraries computed, and the float32 roundings
+ * below follow IEEE round-half-to-even and those libraries' NaN rules exactly. Quantization
  * reports a non-finite input instead of quantizing it, and the caller takes the numpy path.
  *
  * The extension is optional: without a C compiler the package installs without it and the
@@ -321,9 +321,12 @@ static inline uint16_t half_bits(uint32_t b) {
     /* Subnormal results are multiples of 2**-24: adding 0.5 rounds to one, half to even. */
     uint32_t sub = f32_bits(bits_f32(mag) + 0.5f) - 0x3F000000u;
     uint32_t payload = (mag >> 13) & 0x3FFu;
-    uint32_t nan = 0x7C00u | (payload ? payload : 1u);
-    uint32_t r = mag < 0x38800000u ? sub : mag < 0x47800000u ? normal : 0x7C00u;
-    return (uint16_t)(sign | (mag > 0x7F800000u ? nan : r));
+    uint32_t nan = 0x7C00u | payload | (uint32_t)(payload == 0);
+    /* Selections by masks, not branches, so that the loop vectorizes. */
+    uint32_t small = 0u - (uint32_t)(mag < 0x38800000u), big = 0u - (uint32_t)(mag >= 0x47800000u);
+    uint32_t is_nan = 0u - (uint32_t)(mag > 0x7F800000u);
+    uint32_t r = (sub & small) | (normal & ~small & ~big) | (0x7C00u & big);
+    return (uint16_t)(sign | (nan & is_nan) | (r & ~is_nan));
 }
 
 /* float32 to bfloat16 bits, rounding half to even; every NaN becomes the quiet NaN, as in
@@ -368,15 +371,38 @@ LP_CLONES static void f32_to_bf16(const uint32_t *x, uint16_t *out, Py_ssize_t n
     for (Py_ssize_t i = 0; i < n; i++) out[i] = bfloat_bits(x[i]);
 }
 
-/* float32 to an 8-bit float through a table of its 2**17 rounding classes: the top 16 bits
- * and whether any of the low 15 is set (with at most three mantissa bits kept, the rounding
- * bit is bit 19 or higher, so the class decides the result). */
-LP_CLONES static void f32_to_small(const uint32_t *x, uint8_t *out, const uint8_t *table,
-                                   Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t b = x[i];
-        out[i] = table[(b >> 15) | ((b & 0x7FFFu) != 0)];
+/* float32 to the bits of an 8-bit float with `man` mantissa bits and exponent bias `bias`,
+ * rounding half to even as ml_dtypes does. Normal results take one integer add, as for
+ * float16; subnormal ones are rounded by adding the power of two whose float32 spacing is the
+ * format's subnormal step. float8_e4m3fn (`finite`) has no infinity: what rounds past 448 is
+ * its NaN; float8_e5m2 rounds to infinity there, and makes every NaN its quiet NaN. */
+static inline uint8_t small_float_bits(uint32_t b, const int man, const int bias,
+                                       const int finite) {
+    uint32_t sign = (b >> 24) & 0x80u, mag = b & 0x7FFFFFFFu, shift = 23u - (uint32_t)man;
+    uint32_t normal = (mag + ((uint32_t)(bias - 127) << 23) + ((1u << (shift - 1)) - 1u) +
+                       ((mag >> shift) & 1u)) >> shift;
+    uint32_t magic = (uint32_t)(1 - bias - man + 23 + 127) << 23;
+    uint32_t sub = f32_bits(bits_f32(mag) + bits_f32(magic)) - magic;
+    /* Selections by masks, not branches, so that the loop vectorizes. */
+    uint32_t small = 0u - (uint32_t)(mag < ((uint32_t)(1 - bias + 127) << 23));
+    uint32_t r = (sub & small) | (normal & ~small);
+    if (finite) {
+        uint32_t nan = 0u - (uint32_t)((mag >= 0x7F800000u) | (r > 0x7Eu));
+        r = (0x7Fu & nan) | (r & ~nan);
+    } else {
+        uint32_t nan = 0u - (uint32_t)(mag > 0x7F800000u);
+        uint32_t inf = (0u - (uint32_t)((mag == 0x7F800000u) | (r >= 0x7Cu))) & ~nan;
+        r = (0x7Eu & nan) | (0x7Cu & inf) | (r & ~(nan | inf));
     }
+    return (uint8_t)(sign | r);
+}
+
+LP_CLONES static void f32_to_e4m3fn(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = small_float_bits(x[i], 3, 7, 1);
+}
+
+LP_CLONES static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = small_float_bits(x[i], 2, 15, 0);
 }
 
 #define LOOKUP(NAME, S, T)                                                                     \
@@ -404,8 +430,8 @@ static Py_ssize_t flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_si
 }
 
 PyDoc_STRVAR(cast_doc,
-             "cast(kind, x, out): convert 1-D float32 bits `x` (uint32) into `out`; kind\n"
-             "is 'float16' or 'bfloat16' (uint16 out).");
+             "cast(kind, x, out): convert 1-D float32 bits `x` (uint32) into `out`; kind is\n"
+             "'float16' or 'bfloat16' (uint16 out), 'float8_e4m3fn' or 'float8_e5m2' (uint8).");
 
 static PyObject *py_cast(PyObject *self, PyObject *args) {
     const char *kind;
@@ -413,50 +439,32 @@ static PyObject *py_cast(PyObject *self, PyObject *args) {
     Buf b[2];
     memset(b, 0, sizeof b);
     if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
-    int half = strcmp(kind, "float16") == 0;
-    if (!half && strcmp(kind, "bfloat16") != 0) {
-        PyErr_Format(PyExc_ValueError, "expected kind 'float16' or 'bfloat16', got '%s'", kind);
+    static const char *const kinds[] = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"};
+    int which = -1;
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(kind, kinds[i]) == 0) which = i;
+    }
+    if (which < 0) {
+        PyErr_Format(PyExc_ValueError, "expected kind float16, bfloat16, float8_e4m3fn or "
+                     "float8_e5m2, got '%s'", kind);
         return NULL;
     }
-    Py_ssize_t n = flat_pair(xo, oo, b, 4, 2);
+    Py_ssize_t n = flat_pair(xo, oo, b, 4, which < 2 ? 2 : 1);
     if (n < 0) {
         release(b, 2);
         return NULL;
     }
+    const uint32_t *x = b[0].view.buf;
+    void *out = b[1].view.buf;
     Py_BEGIN_ALLOW_THREADS
-    if (half) {
-        f32_to_f16(b[0].view.buf, b[1].view.buf, n);
-    } else {
-        f32_to_bf16(b[0].view.buf, b[1].view.buf, n);
+    switch (which) {
+    case 0: f32_to_f16(x, out, n); break;
+    case 1: f32_to_bf16(x, out, n); break;
+    case 2: f32_to_e4m3fn(x, out, n); break;
+    default: f32_to_e5m2(x, out, n);
     }
     Py_END_ALLOW_THREADS
     release(b, 2);
-    Py_RETURN_NONE;
-}
-
-PyDoc_STRVAR(classify_doc,
-             "classify(x, out, table): convert 1-D float32 bits `x` (uint32) into the 8-bit\n"
-             "float bits `out` through `table`, the result of each of the 2**17 classes.");
-
-static PyObject *py_classify(PyObject *self, PyObject *args) {
-    PyObject *xo, *oo, *to;
-    Buf b[3];
-    memset(b, 0, sizeof b);
-    if (!PyArg_ParseTuple(args, "OOO", &xo, &oo, &to)) return NULL;
-    Py_ssize_t n = flat_pair(xo, oo, b, 4, 1);
-    if (n < 0 || get_buf(to, &b[2], 0, 1, 1, "table") < 0) {
-        release(b, 3);
-        return NULL;
-    }
-    if (b[2].view.shape[0] != (1 << 17)) {
-        release(b, 3);
-        PyErr_SetString(PyExc_ValueError, "expected a table of 2**17 entries");
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    f32_to_small(b[0].view.buf, b[1].view.buf, b[2].view.buf, n);
-    Py_END_ALLOW_THREADS
-    release(b, 3);
     Py_RETURN_NONE;
 }
 
@@ -616,6 +624,9 @@ LP_CLONES static void max_into(const float *x, Py_ssize_t n, uint32_t *high, int
 /* Elements converted at a time when a source needs converting. */
 #define RUN 4096
 
+/* Channel rows up to this many elements are converted whole, once, into the scratch buffer. */
+#define ROW_BUFFER ((Py_ssize_t)1 << 16)
+
 /* int8 per channel of an (outer, channels, inner) source. With outer == 1 each channel is one
  * contiguous run, quantized right after its max while it is in cache; otherwise a first pass
  * takes every channel's max and a second quantizes. Returns 1 on a non-finite input. */
@@ -625,6 +636,12 @@ static int quantize_int8(const Source *src, Py_ssize_t outer, Py_ssize_t channel
     int nonfinite = 0;
     if (outer == 1) {
         for (Py_ssize_t c = 0; c < channels && !nonfinite; c++) {
+            if (inner <= ROW_BUFFER) {  /* the row is converted once and stays in cache */
+                const float *x = load(src, c * inner, inner, scratch);
+                scale[c] = scale_of(abs_max(x, inner, &nonfinite), 127.0f);
+                if (!nonfinite) round_run(x, inner, scale[c], -127.0f, 127.0f, q + c * inner);
+                continue;
+            }
             float high = 0.0f;
             for (Py_ssize_t at = 0; at < inner; at += RUN) {
                 Py_ssize_t k = inner - at < RUN ? inner - at : RUN;
@@ -682,6 +699,15 @@ static int quantize_int8(const Source *src, Py_ssize_t outer, Py_ssize_t channel
     return nonfinite;
 }
 
+/* Codes in [-8, 7] two to a byte, element 2j in the low nibble: read as a little-endian
+ * 16-bit word, a pair holds both codes, and one mask and shift join their low nibbles. */
+LP_CLONES static void pack_nibbles(const int8_t *codes, uint8_t *out, Py_ssize_t pairs) {
+    for (Py_ssize_t j = 0; j < pairs; j++) {
+        uint16_t w = (uint16_t)((uint8_t)codes[2 * j] | ((uint16_t)(uint8_t)codes[2 * j + 1] << 8));
+        out[j] = (uint8_t)((w & 0x000Fu) | ((w >> 4) & 0x00F0u));
+    }
+}
+
 /* int4 by groups of `group` along each row of an (n, k) source, packed two codes a byte
  * (element 2j in the low nibble). Returns 1 on a non-finite input. */
 static int quantize_int4(const Source *src, Py_ssize_t n, Py_ssize_t k, Py_ssize_t group,
@@ -695,10 +721,7 @@ static int quantize_int4(const Source *src, Py_ssize_t n, Py_ssize_t k, Py_ssize
             scale[r * groups + g] = s;
             round_run(row + g * group, group, s, -8.0f, 7.0f, codes + g * group);
         }
-        uint8_t *out = packed + r * (k / 2);
-        for (Py_ssize_t j = 0; j < k / 2; j++) {
-            out[j] = (uint8_t)(((uint8_t)codes[2 * j] & 0x0Fu) | ((uint8_t)codes[2 * j + 1] << 4));
-        }
+        pack_nibbles(codes, packed + r * (k / 2), k / 2);
     }
     return nonfinite;
 }
@@ -768,7 +791,8 @@ static PyObject *py_quantize_int8(PyObject *self, PyObject *args) {
         release(b, 4);
         return NULL;
     }
-    float *scratch = malloc(sizeof(float) * (RUN + (size_t)channels));
+    Py_ssize_t row = outer == 1 && inner <= ROW_BUFFER && inner > RUN ? inner : RUN;
+    float *scratch = malloc(sizeof(float) * (size_t)(row + channels));
     if (scratch == NULL) {
         release(b, 4);
         return PyErr_NoMemory();
@@ -776,7 +800,7 @@ static PyObject *py_quantize_int8(PyObject *self, PyObject *args) {
     int nonfinite;
     Py_BEGIN_ALLOW_THREADS
     nonfinite = quantize_int8(&src, outer, channels, inner, b[2].view.buf, b[3].view.buf,
-                              scratch, (uint32_t *)(scratch + RUN));
+                              scratch, (uint32_t *)(scratch + row));
     Py_END_ALLOW_THREADS
     free(scratch);
     release(b, 4);
@@ -835,7 +859,6 @@ static PyObject *py_quantize_int4(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"transpose2d", py_transpose2d, METH_VARARGS, transpose2d_doc},
     {"cast", py_cast, METH_VARARGS, cast_doc},
-    {"classify", py_classify, METH_VARARGS, classify_doc},
     {"lookup", py_lookup, METH_VARARGS, lookup_doc},
     {"quantize_int8", py_quantize_int8, METH_VARARGS, quantize_int8_doc},
     {"quantize_int4", py_quantize_int4, METH_VARARGS, quantize_int4_doc},

@@ -210,7 +210,7 @@ def _cast_path(src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[ChunkLoop, tuple
     if src == native.F32 and dst == native.F16:
         return _f32_to_f16, (np.uint32, np.uint32, np.uint32)
     if src == native.F32 and dst in native.FLOAT8:
-        loop = functools.partial(_f32_to_small, table=native.class_table(dst))
+        loop = functools.partial(_f32_to_small, table=_class_table(dst))
         return loop, (np.uint32, np.uint32, np.intp)
     return None
 
@@ -218,6 +218,18 @@ def _cast_path(src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[ChunkLoop, tuple
 def _lookup(x: Array, out: Array, index: Array, table: Array) -> None:
     np.copyto(index, x.view(f"u{x.itemsize}"))
     np.take(table, index, out=out, mode="wrap")  # every pattern is in range: wrap never wraps
+
+
+@functools.cache
+def _class_table(dst: np.dtype[Any]) -> Array:
+    """The bits of the 8-bit float `dst` for each class of float32 that rounds alike: the top
+    16 bits and whether any of the low 16 is set. With at most 3 mantissa bits kept, the
+    rounding bit is bit 19 or higher, so the class decides the result; a representative of
+    each class is converted by ml_dtypes itself."""
+    index = np.arange(1 << 17, dtype=np.uint32)
+    representative = ((index >> 1) << 16) | (index & 1)
+    with np.errstate(all="ignore"):
+        return representative.view(native.F32).astype(dst).view(np.uint8)
 
 
 def _f32_to_small(

@@ -121,11 +121,8 @@ def cast(x: Array, out: Array) -> bool:
         return False
     src, dst = x.dtype, out.dtype
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
-    if src == F32 and dst in (F16, BF16):
+    if src == F32 and dst in (F16, BF16, *FLOAT8):
         _module().cast(str(dst), _words(flat_x), _words(flat_out))
-        return True
-    if src == F32 and dst in FLOAT8:
-        _module().classify(_words(flat_x), _words(flat_out), class_table(dst))
         return True
     if src in SMALL_FLOATS and dst in FLOATS and dst != src:
         table = pattern_table(src, dst).view(_WORD[dst.itemsize])
@@ -140,18 +137,6 @@ def pattern_table(src: np.dtype[Any], dst: np.dtype[Any]) -> Array:
     patterns = np.arange(1 << (8 * src.itemsize), dtype=np.uint32)
     with np.errstate(all="ignore"):
         return patterns.astype(_CODE[src.itemsize]).view(src).astype(dst)
-
-
-@functools.cache
-def class_table(dst: np.dtype[Any]) -> Array:
-    """The bits of the 8-bit float `dst` for each class of float32 that rounds alike: the top
-    16 bits and whether any of the low 16 is set. With at most 3 mantissa bits kept, the
-    rounding bit is bit 19 or higher, so the class decides the result; a representative of
-    each class is converted by ml_dtypes itself."""
-    index = np.arange(1 << 17, dtype=np.uint32)
-    representative = ((index >> 1) << 16) | (index & 1)
-    with np.errstate(all="ignore"):
-        return representative.view(F32).astype(dst).view(np.uint8)
 
 
 # Quantization --------------------------------------------------------------------------------
