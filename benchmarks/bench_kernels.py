@@ -5,8 +5,9 @@ For each kernel and input size it times, side by side in one run (best of N, int
 kernel that reads its input and writes its output must pay), the straightforward numpy version
 the kernels replaced, the `*_into` loop writing into a preallocated output with only the numpy
 loops and with the compiled loops (when the extension is built), and the registered kernel as
-the VM runs it (fresh output included). "best / memcpy" divides the fastest `*_into` time by
-the larger of the two copies: a plain memory copy of the bytes the kernel moves.
+the VM runs it (fresh output included). "best / memcpy" divides the `*_into` time the library
+uses (compiled when built, else the numpy loops) by the larger of the two copies: a plain memory
+copy of the bytes the kernel moves.
 
     python benchmarks/bench_kernels.py --sizes 64,256 --repeat 7
 """

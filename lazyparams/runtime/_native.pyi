@@ -1,6 +1,8 @@
-"""Types of the compiled loops in `_native.c`; `runtime/native.py` is their checked front."""
+"""Types of the compiled loops in `csrc/`; `runtime/native.py` is their checked front."""
 
 from typing import Any
+
+BLOCKED_TRANSPOSE: int
 
 def transpose2d(src: Any, dst: Any, large: bool, /) -> None: ...
 def cast(kind: str, x: Any, out: Any, /) -> None: ...
@@ -9,5 +11,5 @@ def quantize_int8(
     x: Any, format: str, table: Any, outer: int, channels: int, inner: int, q: Any, scale: Any, /
 ) -> bool: ...
 def quantize_int4(
-    x: Any, format: str, table: Any, group: int, packed: Any, scale: Any, /
+    x: Any, format: str, table: Any, n: int, k: int, group: int, packed: Any, scale: Any, /
 ) -> bool: ...

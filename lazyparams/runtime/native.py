@@ -1,12 +1,12 @@
-"""The compiled loops of `runtime/_native.c`, behind checked wrappers that say whether they ran.
+"""The compiled loops of `runtime/csrc/` (the `_native` extension), behind checked wrappers that
+say whether they ran.
 
 Each wrapper takes numpy arrays, checks that the compiled loop handles them (dtype, layout,
-alignment) and returns True when it wrote the result, or False when the caller must take its
-numpy path: so `runtime.fast` and `runtime.quant` work the same with or without the extension,
-bit for bit. The extension is optional (the package installs without a C compiler);
-`LAZYPARAMS_NATIVE=0` in the environment turns it off, and `use_native` switches it for a
-block of code, which is how the tests and benchmarks compare both paths. The loops release
-the GIL. Imports numpy and ml_dtypes only.
+alignment, no overlap between input and output) and returns True when it wrote the result, or
+False when the caller must take its numpy path: so `runtime.fast` and `runtime.quant` work the
+same with or without the extension, bit for bit. The extension is optional (the package installs
+without a C compiler); `LAZYPARAMS_NATIVE=0` in the environment turns it off. The loops
+release the GIL. Imports numpy and ml_dtypes only.
 """
 
 from __future__ import annotations
@@ -30,12 +30,8 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT8 = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
 SMALL_FLOATS = (F16, BF16, *FLOAT8)
 FLOATS = (np.dtype(np.float64), F32, *SMALL_FLOATS)
-_CODE: dict[int, np.dtype[Any]] = {
-    1: np.dtype(np.uint8),
-    2: np.dtype(np.uint16),
-    4: np.dtype(np.uint32),
-}
-_WORD: dict[int, np.dtype[Any]] = {**_CODE, 8: np.dtype(np.uint64)}
+_WORD: dict[int, np.dtype[Any]] = {size: np.dtype(f"u{size}") for size in (1, 2, 4, 8)}
+"""The unsigned integer dtype of each item size: the extension sees bits, never dtypes."""
 
 
 def _load() -> ModuleType | None:
@@ -53,6 +49,19 @@ _MODULE = _load()
 _enabled = _MODULE is not None
 
 
+def _numpy_keeps_nan_payloads() -> bool:
+    """Whether this numpy converts float32 NaNs to float16 as the extension does (payload kept,
+    not quieted): numpy builds that convert in hardware quiet them, and then the extension's
+    float16 cast is declined."""
+    signalling = np.array([0x7F802000, 0x7F800001], np.uint32).view(F32)
+    with np.errstate(all="ignore"):
+        halves: list[int] = signalling.astype(F16).view(np.uint16).tolist()
+    return halves == [0x7C01, 0x7C01]
+
+
+_HALF_CAST = _numpy_keeps_nan_payloads()
+
+
 def available() -> bool:
     """Whether the compiled extension was built and loaded (whatever `use_native` says)."""
     return _MODULE is not None
@@ -65,7 +74,8 @@ def enabled() -> bool:
 
 @contextlib.contextmanager
 def use_native(on: bool) -> Iterator[None]:
-    """Use the compiled loops (when built) or only the numpy ones, inside the block."""
+    """Use the compiled loops (when built) or only the numpy ones, inside the block: for tests
+    and benchmarks that compare both paths. The switch is process-wide, not per thread."""
     global _enabled
     before, _enabled = _enabled, on
     try:
@@ -81,8 +91,10 @@ def _words(x: Array) -> Array:
 
 
 def _flat_pair(x: Array, out: Array) -> bool:
+    """Same-shaped, contiguous, aligned, separate arrays, the output writable."""
     contiguous = x.flags.c_contiguous and out.flags.c_contiguous
-    return x.shape == out.shape and contiguous and x.flags.aligned and out.flags.aligned
+    aligned = x.flags.aligned and out.flags.aligned and out.flags.writeable
+    return x.shape == out.shape and contiguous and aligned and not np.may_share_memory(x, out)
 
 
 # Transposes ----------------------------------------------------------------------------------
@@ -96,7 +108,9 @@ cache: it could not stay there anyway."""
 def transpose_2d(src: Array, dst: Array, total_bytes: int | None = None) -> bool:
     """`dst[j, i] = src[i, j]` for 2-D arrays whose last axes are contiguous. `total_bytes`
     is the whole output when dst is one plane of it (it decides the streaming)."""
-    if not enabled() or src.ndim != 2 or dst.shape != src.shape[::-1]:
+    if not enabled() or not _module().BLOCKED_TRANSPOSE:
+        return False
+    if src.ndim != 2 or dst.shape != src.shape[::-1] or np.may_share_memory(src, dst):
         return False
     if src.dtype != dst.dtype or src.itemsize not in _WORD or src.dtype.hasobject:
         return False
@@ -117,11 +131,11 @@ def transpose_2d(src: Array, dst: Array, total_bytes: int | None = None) -> bool
 def cast(x: Array, out: Array) -> bool:
     """`out[...] = x.astype(out.dtype)` for the conversions the extension does bit-exactly:
     float32 to float16, bfloat16 and float8, and any 1- or 2-byte float to any float."""
-    if not enabled() or not _flat_pair(x, out) or not out.flags.writeable:
+    if not enabled() or not _flat_pair(x, out):
         return False
     src, dst = x.dtype, out.dtype
     flat_x, flat_out = x.reshape(-1), out.reshape(-1)
-    if src == F32 and dst in (F16, BF16, *FLOAT8):
+    if src == F32 and (dst in (BF16, *FLOAT8) or (dst == F16 and _HALF_CAST)):
         _module().cast(str(dst), _words(flat_x), _words(flat_out))
         return True
     if src in SMALL_FLOATS and dst in FLOATS and dst != src:
@@ -136,21 +150,22 @@ def pattern_table(src: np.dtype[Any], dst: np.dtype[Any]) -> Array:
     """`dst` value of every bit pattern of the 1- or 2-byte dtype `src`, by its own cast."""
     patterns = np.arange(1 << (8 * src.itemsize), dtype=np.uint32)
     with np.errstate(all="ignore"):
-        return patterns.astype(_CODE[src.itemsize]).view(src).astype(dst)
+        return patterns.astype(_WORD[src.itemsize]).view(src).astype(dst)
 
 
 # Quantization --------------------------------------------------------------------------------
 
 
 def _source(x: Array) -> tuple[Array, str, Array | None] | None:
-    """`x` as the extension reads it: its words, their format, and for all but float32 the
-    float32 value of each code; None for dtypes it does not read."""
+    """`x` as the extension reads it: its words, their format, and the float32 value of each
+    code where it needs one (float8, and float16 on CPUs without F16C); None for dtypes it
+    does not read."""
     if not (x.flags.c_contiguous and x.flags.aligned):
         return None
-    if x.dtype == F32:
-        return _words(x), "float32", None
+    if x.dtype in (F32, BF16):
+        return _words(x), str(x.dtype), None
     if x.dtype in SMALL_FLOATS:
-        name = str(x.dtype) if x.dtype in (F16, BF16) else "table"
+        name = "float16" if x.dtype == F16 else "table"
         return _words(x), name, pattern_table(x.dtype, F32)
     return None
 
@@ -159,7 +174,7 @@ def quantize_int8(x3: Array, q3: Array, scale: Array) -> bool:
     """int8 codes of the (outer, channels, inner) `x3` per channel into `q3` and `scale`;
     False (outputs unspecified) when x3 holds an infinity or NaN, or a dtype it cannot read."""
     source = _source(x3) if enabled() and x3.ndim == 3 and x3.size else None
-    if source is None or not _outputs(q3, np.int8, scale):
+    if source is None or not _outputs(x3, q3, np.int8, scale):
         return False
     outer, channels, inner = x3.shape
     done: bool = _module().quantize_int8(*source, outer, channels, inner, q3, scale)
@@ -170,18 +185,20 @@ def quantize_int4(x: Array, group_size: int, packed: Array, scale: Array) -> boo
     """int4 codes of the 2-D `x` by groups along rows, packed two a byte, and their scales;
     False (outputs unspecified) when x holds an infinity or NaN, or a dtype it cannot read."""
     source = _source(x) if enabled() and x.ndim == 2 and x.size else None
-    if source is None or not _outputs(packed, np.uint8, scale):
+    if source is None or not _outputs(x, packed, np.uint8, scale):
         return False
-    done: bool = _module().quantize_int4(*source, group_size, packed, scale)
+    done: bool = _module().quantize_int4(*source, *x.shape, group_size, packed, scale)
     return done
 
 
-def _outputs(codes: Array, code_type: type[Any], scale: Array) -> bool:
-    """Whether the extension can write these outputs: contiguous codes of `code_type` and
-    float32 scales (the caller checked their shapes)."""
+def _outputs(x: Array, codes: Array, code_type: type[Any], scale: Array) -> bool:
+    """Whether the extension can write these outputs of `x`: contiguous codes of `code_type`
+    and aligned float32 scales, writable and apart from x and each other (the caller checked
+    their shapes)."""
     contiguous = codes.flags.c_contiguous and scale.flags.c_contiguous
     writeable = codes.flags.writeable and scale.flags.writeable and scale.flags.aligned
-    return contiguous and writeable and codes.dtype == code_type and scale.dtype == F32
+    apart = not any(np.may_share_memory(a, b) for a, b in ((x, codes), (x, scale), (codes, scale)))
+    return contiguous and writeable and apart and codes.dtype == code_type and scale.dtype == F32
 
 
 def _module() -> Any:

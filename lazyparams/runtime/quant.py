@@ -1,4 +1,4 @@
-"""numpy kernels of the quantization ops, following the op layer's formats exactly.
+"""Kernels of the quantization ops, following the op layer's formats exactly.
 
 int8: symmetric per channel along `axis`, scale = max|x| / 127 (1 where the max is 0), values
 rounded half to even and clipped to [-127, 127]. int4: groups of `group_size` along each row,
@@ -21,7 +21,7 @@ from lazyparams.errors import RuntimeExecError
 from lazyparams.runtime import fast, native
 from lazyparams.runtime.kernels import Array, kernel
 
-_F32 = np.dtype(np.float32)
+_F32 = native.F32
 _NORMAL = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
 
 SHORT_ROWS = 128

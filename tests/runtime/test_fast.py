@@ -1,6 +1,7 @@
 """The blocked transposes and chunked casts of `runtime.fast`, bit for bit against numpy.
 
-Tiles and chunks are shrunk in most tests so that small arrays cross many tile and chunk
+These are the numpy loops (the compiled ones are off here; test_native.py checks them against
+these). Tiles and chunks are shrunk in most tests so that small arrays cross many tile and chunk
 edges; casts from 8- and 16-bit floats are checked on every bit pattern, casts from float32 on
 every rounding class of the narrow formats (each top-16-bit pattern with assorted low bits).
 """
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lazyparams.runtime import fast
+from lazyparams.runtime import fast, native
 
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
@@ -26,6 +27,12 @@ E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
 E5M2 = np.dtype(ml_dtypes.float8_e5m2)
 NARROW = [F16, BF16, E4M3, E5M2]
 RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def numpy_loops() -> Iterator[None]:
+    with native.use_native(False):
+        yield
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import ml_dtypes
@@ -11,7 +12,7 @@ import pytest
 import lazyparams.op  # noqa: F401  (registers the ops)
 from lazyparams.errors import RuntimeExecError
 from lazyparams.ir.op_registry import registered_ops
-from lazyparams.runtime import KERNELS, fast, quant, run_kernel
+from lazyparams.runtime import KERNELS, fast, native, quant, run_kernel
 from lazyparams.runtime.check import VM_OPS
 
 RNG = np.random.default_rng(7)
@@ -232,10 +233,16 @@ def _plain(fn: Any, *args: Any) -> Any:
         return fn(*args)
 
 
-@pytest.fixture(params=[7, 64, 1 << 16], ids=lambda c: f"chunk{c}")
-def chunk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr(fast, "CHUNK", request.param)
-    return int(request.param)
+@pytest.fixture(
+    params=[(7, False), (64, False), (1 << 16, False), (1 << 16, True)],
+    ids=lambda p: f"chunk{p[0]}{'-compiled' if p[1] else ''}",
+)
+def chunk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """The numpy loops at chunk sizes that cross many chunk edges, and the compiled loops."""
+    size, compiled = request.param
+    monkeypatch.setattr(fast, "CHUNK", size)
+    with native.use_native(compiled):
+        yield int(size)
 
 
 @pytest.mark.parametrize(

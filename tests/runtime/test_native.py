@@ -772,10 +772,12 @@ def test_quantize_where_the_scale_underflows_to_zero() -> None:
 @native_only
 @pytest.mark.parametrize("dtype", QUANT_DTYPES, ids=str)
 def test_quantize_int8_finds_the_max_at_every_run_boundary(dtype: np.dtype[Any]) -> None:
-    """The compiled loop reads channels longer than 4096 elements in runs of 4096: a spike at
-    each edge of a run must set its channel's scale."""
+    """Channels read in runs of 4096 (rows of blocks, and rows longer than the 65536 that are
+    converted whole): a spike at each edge of a run must set its channel's scale."""
     places = [0, 4095, 4096, 8191, 8192, 8999]
-    for shape, axis in [((6, 9000), 0), ((2, 6, 9000), 1)]:
+    long_places = [0, 4095, 4096, 65535, 65536, 69999]
+    cases = [((6, 9000), 0, places), ((2, 6, 9000), 1, places), ((6, 70000), 0, long_places)]
+    for shape, axis, places in cases:
         x = np.random.default_rng(9).uniform(-1, 1, shape).astype(F32)
         for c, at in enumerate(places):
             index = (c, at) if axis == 0 else (c % 2, c, at)
@@ -925,3 +927,147 @@ def test_quantize_int8_into_a_non_contiguous_q_writes_the_codes() -> None:
         assert np.any(q != 0)
         _same_bits(q, expected[0])
         _same_bits(scale, expected[1])
+
+
+@native_only
+def test_a_non_finite_value_late_in_a_long_row_is_declined() -> None:
+    """A NaN past the first runs of a row longer than 65536 elements still declines."""
+    x = np.random.default_rng(12).uniform(-1, 1, (2, 70000)).astype(F32)
+    x[1, 69000] = np.nan
+    q3, scale = np.empty((1, 2, 70000), np.int8), np.empty(2, F32)
+    assert not native.quantize_int8(x.reshape(1, 2, 70000), q3, scale)
+
+
+@native_only
+def test_overlapping_input_and_output_are_declined() -> None:
+    """A cast or transpose into memory its input occupies would read what it already wrote."""
+    buffer = np.zeros(4096, np.uint32)
+    x = buffer.view(F32)
+    assert not native.cast(x, buffer.view(F16)[:4096])
+    square = np.zeros((64, 64), F32)
+    assert not native.transpose_2d(square, square)
+    q3, scale = np.empty((1, 4, 1024), np.int8), np.empty(4, F32)
+    assert not native.quantize_int8(
+        x.reshape(1, 4, 1024), x.view(np.int8)[:4096].reshape(q3.shape), scale
+    )
+    assert not native.quantize_int8(x.reshape(1, 4, 1024), q3, x[:4])
+
+
+BAD_CALLS = [
+    ("transpose2d", lambda: (np.zeros((1, 4, 4), np.uint8), np.zeros((4, 4), np.uint8), True)),
+    ("transpose2d", lambda: (np.zeros((4, 5), np.uint32), np.zeros((4, 5), np.uint32), True)),
+    ("transpose2d", lambda: (np.zeros((4, 4), np.uint32), np.zeros((4, 4), np.uint16), True)),
+    ("cast", lambda: ("float64", np.zeros(4, np.uint32), np.zeros(4, np.uint16))),
+    ("cast", lambda: ("float16", np.zeros(4, np.uint32), np.zeros(5, np.uint16))),
+    ("cast", lambda: ("float16", np.zeros(4, np.uint16), np.zeros(4, np.uint16))),
+    ("lookup", lambda: (np.zeros(4, np.uint32), np.zeros(4, np.uint32), np.zeros(4, np.uint32))),
+    ("lookup", lambda: (np.zeros(4, np.uint8), np.zeros(4, np.uint32), np.zeros(255, np.uint32))),
+    (
+        "quantize_int8",
+        lambda: (
+            np.zeros(4, np.uint32),
+            "float32",
+            None,
+            1,
+            4,
+            1,
+            np.zeros(3, np.int8),
+            np.zeros(4, np.uint32),
+        ),
+    ),
+    (
+        "quantize_int8",
+        lambda: (
+            np.zeros(4, np.uint32),
+            "float32",
+            None,
+            2**62 + 1,
+            4,
+            1,
+            np.zeros(4, np.int8),
+            np.zeros(4, np.uint32),
+        ),
+    ),
+    (
+        "quantize_int8",
+        lambda: (
+            np.zeros(4, np.uint16),
+            "float16",
+            None,
+            1,
+            4,
+            1,
+            np.zeros(4, np.int8),
+            np.zeros(4, np.uint32),
+        ),
+    ),
+    (
+        "quantize_int8",
+        lambda: (
+            np.zeros(4, np.uint32),
+            "float64",
+            None,
+            1,
+            4,
+            1,
+            np.zeros(4, np.int8),
+            np.zeros(4, np.uint32),
+        ),
+    ),
+    (
+        "quantize_int4",
+        lambda: (
+            np.zeros(12, np.uint32),
+            "float32",
+            None,
+            2,
+            6,
+            4,
+            np.zeros(6, np.uint8),
+            np.zeros(2, np.uint32),
+        ),
+    ),
+    (
+        "quantize_int4",
+        lambda: (
+            np.zeros(12, np.uint32),
+            "float32",
+            None,
+            2,
+            6,
+            3,
+            np.zeros(5, np.uint8),
+            np.zeros(4, np.uint32),
+        ),
+    ),
+]
+
+
+@native_only
+@pytest.mark.parametrize(
+    ("name", "arguments"), BAD_CALLS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(BAD_CALLS)]
+)
+def test_the_extension_refuses_bad_arguments_and_releases_every_buffer(
+    name: str, arguments: Callable[[], tuple[Any, ...]]
+) -> None:
+    """Called directly, past the checks of native.py, every bad size, rank, item size, table or
+    format raises ValueError (TypeError for a missing table), and no buffer stays exported (each
+    array can still be resized)."""
+    from lazyparams.runtime import _native
+
+    args = arguments()
+    with pytest.raises((ValueError, TypeError), match=r"expected|bytes-like"):
+        getattr(_native, name)(*args)
+    for arg in args:
+        if isinstance(arg, np.ndarray):
+            arg.resize(arg.size + 1, refcheck=False)
+
+
+@native_only
+def test_the_extension_says_whether_it_has_its_blocked_transposes() -> None:
+    from lazyparams.runtime import _native
+
+    assert _native.BLOCKED_TRANSPOSE in (0, 1)
+    assert native.transpose_2d(np.zeros((8, 8), F32), np.zeros((8, 8), F32)) == bool(
+        _native.BLOCKED_TRANSPOSE
+    )

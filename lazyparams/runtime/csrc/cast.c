@@ -1,0 +1,191 @@
+/* Casts: float32 to float16, bfloat16 and the float8 formats, rounding half to even with
+ * numpy's and ml_dtypes' NaN rules, and table lookups for 1- and 2-byte sources (tables those
+ * libraries computed). */
+#include "native.h"
+
+/* float32 to float16 bits, rounding half to even as numpy does, NaN payloads included:
+ * numpy keeps the top ten payload bits and sets the lowest when they are all zero. */
+static inline uint16_t half_bits(uint32_t b) {
+    uint32_t sign = (b >> 16) & 0x8000u, mag = b & 0x7FFFFFFFu;
+    /* Normal results: rebias the exponent and add the rounding increment in one add. */
+    uint32_t normal = (mag + 0xC8000FFFu + ((mag >> 13) & 1u)) >> 13;
+    /* Subnormal results are multiples of 2**-24: adding 0.5 rounds to one, half to even. */
+    uint32_t sub = f32_bits(bits_f32(mag) + 0.5f) - 0x3F000000u;
+    uint32_t payload = (mag >> 13) & 0x3FFu;
+    uint32_t nan = 0x7C00u | payload | (uint32_t)(payload == 0);
+    /* Selections by masks, not branches, so that the loop vectorizes. */
+    uint32_t small = 0u - (uint32_t)(mag < 0x38800000u), big = 0u - (uint32_t)(mag >= 0x47800000u);
+    uint32_t is_nan = 0u - (uint32_t)(mag > 0x7F800000u);
+    uint32_t r = (sub & small) | (normal & ~small & ~big) | (0x7C00u & big);
+    return (uint16_t)(sign | (nan & is_nan) | (r & ~is_nan));
+}
+
+/* float32 to bfloat16 bits, rounding half to even; every NaN becomes the quiet NaN, as in
+ * ml_dtypes. */
+static inline uint16_t bfloat_bits(uint32_t b) {
+    uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+    uint32_t nan = ((b >> 16) & 0x8000u) | 0x7FC0u;
+    return (uint16_t)((b & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+}
+
+static void f32_to_f16_portable(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = half_bits(x[i]);
+}
+
+#if LP_X86
+/* The CPU's own conversion rounds like numpy but quiets signalling NaNs, so the few vectors
+ * holding a NaN are redone by `half_bits`. */
+__attribute__((target("avx2,f16c"))) static void f32_to_f16_f16c(const uint32_t *x,
+                                                                  uint16_t *out, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps((const float *)(x + i));
+        _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+        if (!_mm256_testz_ps(nan, nan)) f32_to_f16_portable(x + i, out + i, 8);
+    }
+    f32_to_f16_portable(x + i, out + i, n - i);
+}
+#endif
+
+static void f32_to_f16(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
+#if LP_X86
+    if (lp_has_f16c) {
+        f32_to_f16_f16c(x, out, n);
+        return;
+    }
+#endif
+    f32_to_f16_portable(x, out, n);
+}
+
+LP_CLONES static void f32_to_bf16(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = bfloat_bits(x[i]);
+}
+
+/* float32 to the bits of an 8-bit float with `man` mantissa bits and exponent bias `bias`,
+ * rounding half to even as ml_dtypes does. Normal results take one integer add, as for
+ * float16; subnormal ones are rounded by adding the power of two whose float32 spacing is the
+ * format's subnormal step. float8_e4m3fn (`finite`) has no infinity: what rounds past 448 is
+ * its NaN; float8_e5m2 rounds to infinity there, and makes every NaN its quiet NaN. */
+static inline uint8_t small_float_bits(uint32_t b, const int man, const int bias,
+                                       const int finite) {
+    uint32_t sign = (b >> 24) & 0x80u, mag = b & 0x7FFFFFFFu, shift = 23u - (uint32_t)man;
+    uint32_t normal = (mag + ((uint32_t)(bias - 127) << 23) + ((1u << (shift - 1)) - 1u) +
+                       ((mag >> shift) & 1u)) >> shift;
+    uint32_t magic = (uint32_t)(1 - bias - man + 23 + 127) << 23;
+    uint32_t sub = f32_bits(bits_f32(mag) + bits_f32(magic)) - magic;
+    /* Selections by masks, not branches, so that the loop vectorizes. */
+    uint32_t small = 0u - (uint32_t)(mag < ((uint32_t)(1 - bias + 127) << 23));
+    uint32_t r = (sub & small) | (normal & ~small);
+    if (finite) {
+        uint32_t nan = 0u - (uint32_t)((mag >= 0x7F800000u) | (r > 0x7Eu));
+        r = (0x7Fu & nan) | (r & ~nan);
+    } else {
+        uint32_t nan = 0u - (uint32_t)(mag > 0x7F800000u);
+        uint32_t inf = (0u - (uint32_t)((mag == 0x7F800000u) | (r >= 0x7Cu))) & ~nan;
+        r = (0x7Eu & nan) | (0x7Cu & inf) | (r & ~(nan | inf));
+    }
+    return (uint8_t)(sign | r);
+}
+
+LP_CLONES static void f32_to_e4m3fn(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = small_float_bits(x[i], 3, 7, 1);
+}
+
+LP_CLONES static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = small_float_bits(x[i], 2, 15, 0);
+}
+
+#define LOOKUP(NAME, S, T)                                                                     \
+    LP_CLONES static void NAME(const S *x, T *out, const T *table, Py_ssize_t n) {           \
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];                             \
+    }
+
+LOOKUP(lookup_8_8, uint8_t, uint8_t)
+LOOKUP(lookup_8_16, uint8_t, uint16_t)
+LOOKUP(lookup_8_32, uint8_t, uint32_t)
+LOOKUP(lookup_8_64, uint8_t, uint64_t)
+LOOKUP(lookup_16_8, uint16_t, uint8_t)
+LOOKUP(lookup_16_16, uint16_t, uint16_t)
+LOOKUP(lookup_16_32, uint16_t, uint32_t)
+LOOKUP(lookup_16_64, uint16_t, uint64_t)
+
+const char lp_cast_doc[] = PyDoc_STR(
+             "cast(kind, x, out): convert 1-D float32 bits `x` (uint32) into `out`; kind is\n"
+             "'float16' or 'bfloat16' (uint16 out), 'float8_e4m3fn' or 'float8_e5m2' (uint8).");
+
+PyObject *lp_cast(PyObject *self, PyObject *args) {
+    const char *kind;
+    PyObject *xo, *oo;
+    Buf b[2];
+    memset(b, 0, sizeof b);
+    if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
+    static const char *const kinds[] = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"};
+    int which = -1;
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(kind, kinds[i]) == 0) which = i;
+    }
+    if (which < 0) {
+        PyErr_Format(PyExc_ValueError, "expected kind float16, bfloat16, float8_e4m3fn or "
+                     "float8_e5m2, got '%s'", kind);
+        return NULL;
+    }
+    Py_ssize_t n = lp_flat_pair(xo, oo, b, 4, which < 2 ? 2 : 1);
+    if (n < 0) {
+        lp_release(b, 2);
+        return NULL;
+    }
+    const uint32_t *x = b[0].view.buf;
+    void *out = b[1].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    switch (which) {
+    case 0: f32_to_f16(x, out, n); break;
+    case 1: f32_to_bf16(x, out, n); break;
+    case 2: f32_to_e4m3fn(x, out, n); break;
+    default: f32_to_e5m2(x, out, n);
+    }
+    Py_END_ALLOW_THREADS
+    lp_release(b, 2);
+    Py_RETURN_NONE;
+}
+
+const char lp_lookup_doc[] = PyDoc_STR(
+             "lookup(x, out, table): out[i] = table[x[i]] for 1-D `x` of 1- or 2-byte codes\n"
+             "and a table of one entry per code, of out's item size (1, 2, 4 or 8 bytes).");
+
+PyObject *lp_lookup(PyObject *self, PyObject *args) {
+    PyObject *xo, *oo, *to;
+    Buf b[3];
+    memset(b, 0, sizeof b);
+    if (!PyArg_ParseTuple(args, "OOO", &xo, &oo, &to)) return NULL;
+    Py_ssize_t n = lp_flat_pair(xo, oo, b, 0, 0);
+    if (n < 0 || lp_get_buf(to, &b[2], 0, 1, b[1].view.itemsize, "table") < 0) {
+        lp_release(b, 3);
+        return NULL;
+    }
+    Py_ssize_t s = b[0].view.itemsize, t = b[1].view.itemsize;
+    if ((s != 1 && s != 2) || (t != 1 && t != 2 && t != 4 && t != 8) ||
+        b[2].view.shape[0] != ((Py_ssize_t)1 << (8 * s))) {
+        lp_release(b, 3);
+        PyErr_SetString(PyExc_ValueError, "expected 1- or 2-byte codes and a table of one "
+                        "1-, 2-, 4- or 8-byte entry per code");
+        return NULL;
+    }
+    const void *x = b[0].view.buf, *table = b[2].view.buf;
+    void *out = b[1].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (s == 1) {
+        if (t == 1) lookup_8_8(x, out, table, n);
+        else if (t == 2) lookup_8_16(x, out, table, n);
+        else if (t == 4) lookup_8_32(x, out, table, n);
+        else lookup_8_64(x, out, table, n);
+    } else {
+        if (t == 1) lookup_16_8(x, out, table, n);
+        else if (t == 2) lookup_16_16(x, out, table, n);
+        else if (t == 4) lookup_16_32(x, out, table, n);
+        else lookup_16_64(x, out, table, n);
+    }
+    Py_END_ALLOW_THREADS
+    lp_release(b, 3);
+    Py_RETURN_NONE;
+}

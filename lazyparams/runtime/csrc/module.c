@@ -1,0 +1,97 @@
+/* The `_native` module: its buffer-argument helpers, its function table and its start-up
+ * (CPU feature detection). The loops live in transpose.c, cast.c and quantize.c. */
+#include "native.h"
+
+int lp_has_f16c = 0;
+
+/* `obj`'s buffer of rank `ndim` and item size `itemsize` (any when 0), rows possibly strided
+ * but elements within a row adjacent. */
+int lp_get_buf(PyObject *obj, Buf *buf, int writable, int ndim, Py_ssize_t itemsize,
+               const char *what) {
+    int flags = PyBUF_STRIDES | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &buf->view, flags) < 0) return -1;
+    buf->held = 1;
+    if (buf->view.ndim != ndim) {
+        PyErr_Format(PyExc_ValueError, "expected %s of rank %d, got rank %d", what, ndim,
+                     buf->view.ndim);
+        return -1;
+    }
+    if (itemsize && buf->view.itemsize != itemsize) {
+        PyErr_Format(PyExc_ValueError, "expected %s of %zd-byte items, got %zd-byte items", what,
+                     itemsize, buf->view.itemsize);
+        return -1;
+    }
+    if (ndim > 0 && buf->view.shape[ndim - 1] > 1 &&
+        buf->view.strides[ndim - 1] != buf->view.itemsize) {
+        PyErr_Format(PyExc_ValueError, "expected %s with adjacent elements in its last axis",
+                     what);
+        return -1;
+    }
+    return 0;
+}
+
+/* `obj`'s C-contiguous buffer, of exactly `want_len` bytes (any when negative). */
+int lp_get_contiguous(PyObject *obj, Buf *buf, int writable, Py_ssize_t want_len,
+                      const char *what) {
+    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &buf->view, flags) < 0) return -1;
+    buf->held = 1;
+    if (want_len >= 0 && buf->view.len != want_len) {
+        PyErr_Format(PyExc_ValueError, "expected %s of %zd bytes, got %zd", what, want_len,
+                     buf->view.len);
+        return -1;
+    }
+    return 0;
+}
+
+void lp_release(Buf *bufs, int n) {
+    for (int i = 0; i < n; i++) {
+        if (bufs[i].held) {
+            PyBuffer_Release(&bufs[i].view);
+            bufs[i].held = 0;
+        }
+    }
+}
+
+/* The element count of two 1-D buffers of one length (item sizes as given, any when 0), or
+ * -1 with an error set. */
+Py_ssize_t lp_flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_size,
+                        Py_ssize_t out_size) {
+    if (lp_get_buf(xo, &b[0], 0, 1, in_size, "x") < 0 ||
+        lp_get_buf(oo, &b[1], 1, 1, out_size, "out") < 0) {
+        return -1;
+    }
+    if (b[0].view.shape[0] != b[1].view.shape[0]) {
+        PyErr_SetString(PyExc_ValueError, "expected out of the input's length");
+        return -1;
+    }
+    return b[0].view.shape[0];
+}
+
+static PyMethodDef methods[] = {
+    {"transpose2d", lp_transpose2d, METH_VARARGS, lp_transpose2d_doc},
+    {"cast", lp_cast, METH_VARARGS, lp_cast_doc},
+    {"lookup", lp_lookup, METH_VARARGS, lp_lookup_doc},
+    {"quantize_int8", lp_quantize_int8, METH_VARARGS, lp_quantize_int8_doc},
+    {"quantize_int4", lp_quantize_int4, METH_VARARGS, lp_quantize_int4_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native",
+    "Compiled loops behind lazyparams' layout, cast and quantization kernels.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+#if LP_X86
+    __builtin_cpu_init();
+    lp_has_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "BLOCKED_TRANSPOSE", LP_BLOCKED_TRANSPOSE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,96 @@
+/* Shared declarations of the compiled loops behind `lazyparams.runtime` (the `_native`
+ * extension): buffer arguments, bit casts, the CPU features the loops may use, and the Python
+ * functions each source file defines. transpose.c, cast.c and quantize.c hold the loops;
+ * module.c the buffer helpers and the module itself.
+ *
+ * Each loop fills buffers the caller allocated and runs without the GIL, so that worker
+ * threads convert in parallel. `runtime/native.py` checks every argument (dtypes, shapes,
+ * contiguity, alignment, overlap) before calling in; the checks in C only guard memory safety.
+ * Results are bit-identical to numpy's and ml_dtypes' own conversions.
+ */
+#ifndef LAZYPARAMS_NATIVE_H
+#define LAZYPARAMS_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <float.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The rounding tricks (adding a power of two to round to a spacing) need float arithmetic in
+ * float precision: x87 builds evaluate wider, so the extension is not built there and the
+ * numpy loops do the work. */
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#error "lazyparams' compiled loops need FLT_EVAL_METHOD == 0"
+#endif
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && \
+    !defined(__clang__)
+/* Hot loops get an AVX2 build chosen at load time (through glibc's ifunc), where the CPU has
+ * it. */
+#define LP_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LP_CLONES
+#endif
+
+#if defined(__GNUC__) && defined(__x86_64__)
+/* The float16 conversions of AVX2-era CPUs, used where the CPU has them. */
+#define LP_X86 1
+#include <immintrin.h>
+#else
+#define LP_X86 0
+#endif
+
+/* Whether the CPU has AVX2 and F16C; set once when the module loads. */
+extern int lp_has_f16c;
+
+/* A buffer argument: the object's memory, its shape and byte strides. */
+typedef struct {
+    Py_buffer view;
+    int held;
+} Buf;
+
+int lp_get_buf(PyObject *obj, Buf *buf, int writable, int ndim, Py_ssize_t itemsize,
+               const char *what);
+int lp_get_contiguous(PyObject *obj, Buf *buf, int writable, Py_ssize_t want_len,
+                      const char *what);
+void lp_release(Buf *bufs, int n);
+Py_ssize_t lp_flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_size,
+                        Py_ssize_t out_size);
+
+static inline uint32_t f32_bits(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+static inline float bits_f32(uint32_t b) {
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* The Python functions, with their docstrings. */
+PyObject *lp_transpose2d(PyObject *self, PyObject *args);
+PyObject *lp_cast(PyObject *self, PyObject *args);
+PyObject *lp_lookup(PyObject *self, PyObject *args);
+PyObject *lp_quantize_int8(PyObject *self, PyObject *args);
+PyObject *lp_quantize_int4(PyObject *self, PyObject *args);
+extern const char lp_transpose2d_doc[], lp_cast_doc[], lp_lookup_doc[];
+extern const char lp_quantize_int8_doc[], lp_quantize_int4_doc[];
+
+/* Whether transpose2d has its blocked loops here (SSE2); without them it would be slower than
+ * the numpy tiles, and the Python side declines. */
+#if defined(__SSE2__)
+#define LP_BLOCKED_TRANSPOSE 1
+#else
+#define LP_BLOCKED_TRANSPOSE 0
+#endif
+
+#endif

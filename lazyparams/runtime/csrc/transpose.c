@@ -1,0 +1,208 @@
+/* Transposes: dst[j, i] = src[i, j] for 2-D buffers of 1-, 2-, 4- or 8-byte elements, one strip
+ * of input rows at a time through two small stages, with whole cache lines written to the
+ * output (streamed around the cache when it is large). */
+#include "native.h"
+
+/* Bytes each strip of a streamed transpose writes to every output row: two whole cache lines,
+ * so that few lines are open at a time. */
+#define STREAM_STRIP_BYTES 128
+
+/* Input rows of each strip of a transpose through the cache: each output row receives longer
+ * runs, so its page is visited fewer times. */
+#define CACHED_STRIP_ROWS 256
+
+/* Bytes of each input row a strip gathers at a time (twice as many for 1-byte elements, whose
+ * register blocks are 16 rows tall), and how many such tiles ahead it prefetches: a strip
+ * reads dozens of rows side by side, more streams than the hardware prefetcher follows. */
+#define TILE_BYTES 128
+#define PREFETCH_TILES 1
+
+/* The edges of a transpose, element by element. */
+#define SCALAR_TILE(T)                                                                         \
+    static void tile_##T(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,          \
+                         Py_ssize_t rows, Py_ssize_t cols) {                                 \
+        for (Py_ssize_t j = 0; j < cols; j++) {                                              \
+            T *d = (T *)(dst + j * ds);                                                      \
+            for (Py_ssize_t i = 0; i < rows; i++) {                                          \
+                d[i] = *(const T *)(src + i * ss + j * (Py_ssize_t)sizeof(T));               \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+SCALAR_TILE(uint8_t)
+SCALAR_TILE(uint16_t)
+SCALAR_TILE(uint32_t)
+SCALAR_TILE(uint64_t)
+
+typedef void (*TileFn)(const char *, Py_ssize_t, char *, Py_ssize_t, Py_ssize_t, Py_ssize_t);
+
+#if defined(__SSE2__)
+/* Register-sized square blocks of 16 bytes a row (2x2 of 8-byte, 4x4 of 4-byte, 8x8 of
+ * 2-byte, 16x16 of 1-byte elements), transposed by rounds of interleaving row pairs: each
+ * round doubles the width of the unit that moves together. `stream` stores around the cache
+ * and needs 16-byte aligned rows. */
+static inline void interleave(__m128i *r, __m128i *a, int k, int width) {
+    for (int i = 0; i < k / 2; i++) {
+        __m128i x = r[2 * i], y = r[2 * i + 1];
+        switch (width) {
+        case 1: a[i] = _mm_unpacklo_epi8(x, y); a[i + k / 2] = _mm_unpackhi_epi8(x, y); break;
+        case 2: a[i] = _mm_unpacklo_epi16(x, y); a[i + k / 2] = _mm_unpackhi_epi16(x, y); break;
+        case 4: a[i] = _mm_unpacklo_epi32(x, y); a[i + k / 2] = _mm_unpackhi_epi32(x, y); break;
+        default: a[i] = _mm_unpacklo_epi64(x, y); a[i + k / 2] = _mm_unpackhi_epi64(x, y);
+        }
+    }
+}
+
+/* Each round sends a pair's low halves to the first half of the registers, so column c ends
+ * in the register whose index is c's bits reversed. */
+static const int REVERSED[4][16] = {
+    {0, 1},
+    {0, 2, 1, 3},
+    {0, 4, 2, 6, 1, 5, 3, 7},
+    {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15},
+};
+
+static inline __attribute__((always_inline)) void micro(const char *src, Py_ssize_t ss,
+                                                        char *dst, Py_ssize_t ds,
+                                                        const int size) {
+    __m128i r[16], a[16];
+    const int k = 16 / size, log = size == 8 ? 0 : size == 4 ? 1 : size == 2 ? 2 : 3;
+    for (int i = 0; i < k; i++) r[i] = _mm_loadu_si128((const __m128i *)(src + i * ss));
+    switch (size) {  /* rounds alternate between r and a; an odd count ends in a */
+    case 1: interleave(r, a, k, 1); interleave(a, r, k, 2); interleave(r, a, k, 4);
+            interleave(a, r, k, 8); break;
+    case 2: interleave(r, a, k, 2); interleave(a, r, k, 4); interleave(r, a, k, 8);
+            memcpy(r, a, sizeof(__m128i) * 8); break;
+    case 4: interleave(r, a, k, 4); interleave(a, r, k, 8); break;
+    default: interleave(r, a, k, 8); memcpy(r, a, sizeof(__m128i) * 2);
+    }
+    for (int c = 0; c < k; c++) _mm_storeu_si128((__m128i *)(dst + c * ds), r[REVERSED[log][c]]);
+}
+
+/* Copies one run of a strip's output to its row: `bytes` (a multiple of 16, from a 16-byte
+ * aligned dst) streamed around the cache, or stored through it. */
+static inline void emit(char *dst, const char *run, Py_ssize_t bytes, int stream) {
+    if (!stream) {
+        memcpy(dst, run, (size_t)bytes);
+        return;
+    }
+    for (Py_ssize_t b = 0; b < bytes; b += 16) {
+        _mm_stream_si128((__m128i *)(dst + b), _mm_load_si128((const __m128i *)(run + b)));
+    }
+}
+
+/* One strip: `rows` input rows (at most CACHED_STRIP_ROWS, a multiple of the block side)
+ * against the first `m` columns (a multiple of the block side), `tile` bytes of columns at a
+ * time. The columns are first gathered into the contiguous stage `in`: input rows a power-of-
+ * two stride apart share one set of the L1 cache, which cannot hold them all until their last
+ * block is read. The blocks are transposed into the stage `out`, and each output row then gets
+ * its run (whole cache lines) in one go: streamed stores need a line completed before the next
+ * is begun, or they write it piecemeal. */
+#define STRIP(SIZE)                                                                            \
+    static void strip_##SIZE(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,      \
+                             Py_ssize_t rows, Py_ssize_t m, int stream, char *in, char *out) { \
+        const Py_ssize_t tile = SIZE == 1 ? 2 * TILE_BYTES : TILE_BYTES;                      \
+        const Py_ssize_t k = 16 / SIZE, width = tile / SIZE, run = rows * SIZE;              \
+        for (Py_ssize_t j0 = 0; j0 < m; j0 += width) {                                       \
+            Py_ssize_t cols = m - j0 < width ? m - j0 : width;                               \
+            int ahead = j0 + (PREFETCH_TILES + 1) * width <= m;                               \
+            for (Py_ssize_t i = 0; i < rows; i++) {                                          \
+                const char *row = src + i * ss + j0 * SIZE;                                  \
+                memcpy(in + i * tile, row, (size_t)(cols * SIZE));                           \
+                for (Py_ssize_t b = 0; ahead && b < tile; b += 64) {                         \
+                    __builtin_prefetch(row + PREFETCH_TILES * tile + b);                     \
+                }                                                                            \
+            }                                                                                \
+            for (Py_ssize_t j = 0; j < cols; j += k) {                                       \
+                for (Py_ssize_t i = 0; i < rows; i += k) {                                   \
+                    micro(in + i * tile + j * SIZE, tile, out + j * run + i * SIZE, run, SIZE); \
+                }                                                                            \
+            }                                                                                \
+            for (Py_ssize_t j = 0; j < cols; j++) {                                          \
+                emit(dst + (j0 + j) * ds, out + j * run, run, stream);                       \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+STRIP(1)
+STRIP(2)
+STRIP(4)
+STRIP(8)
+
+typedef void (*StripFn)(const char *, Py_ssize_t, char *, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                        int, char *, char *);
+#endif
+
+/* dst[j, i] = src[i, j] for an (n, m) src, one strip of input rows at a time; each strip
+ * writes whole cache lines to every output row. When the output is `large` (it cannot stay in
+ * the cache anyway) they are streamed around the cache, which also spares reading each line
+ * from memory before it is overwritten. Edges that do not fill a register block go element
+ * by element. */
+static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
+                     Py_ssize_t m, Py_ssize_t size, int large) {
+    TileFn tile = size == 1 ? tile_uint8_t : size == 2 ? tile_uint16_t
+                : size == 4 ? tile_uint32_t : tile_uint64_t;
+    Py_ssize_t done = 0, cols = 0;
+#if defined(__SSE2__)
+    Py_ssize_t k = 16 / size, stage = CACHED_STRIP_ROWS * 2 * TILE_BYTES;
+    /* Streamed runs must fill whole cache lines: the rows must start at one offset within
+     * a line, and a first strip reaches the next line boundary. */
+    int stream = large && ((uintptr_t)dst % 16) == 0 && ds % 64 == 0;
+    Py_ssize_t rows = stream ? STREAM_STRIP_BYTES / size : CACHED_STRIP_ROWS;
+    StripFn strip = size == 1 ? strip_1 : size == 2 ? strip_2 : size == 4 ? strip_4 : strip_8;
+    char *block = malloc((size_t)(2 * stage + 63));  /* the stages, on a cache line */
+    if (block == NULL) return -1;
+    char *in = block + (64 - (uintptr_t)block % 64) % 64, *out = in + stage;
+    cols = m / k * k;
+    Py_ssize_t head = stream ? (Py_ssize_t)((64 - (uintptr_t)dst % 64) % 64) / size : 0;
+    if (head > 0 && head <= n) {
+        strip(src, ss, dst, ds, head, cols, 0, in, out);
+        done = head;
+    }
+    while (done + k <= n) {
+        Py_ssize_t height = n - done >= rows ? rows : (n - done) / k * k;
+        strip(src + done * ss, ss, dst + done * size, ds, height, cols, stream && height == rows,
+              in, out);
+        done += height;
+    }
+    if (stream) _mm_sfence();
+    free(block);
+#endif
+    tile(src + done * ss, ss, dst + done * size, ds, n - done, m);  /* bottom rows */
+    tile(src + cols * size, ss, dst + cols * ds, ds, done, m - cols);  /* right columns */
+    return 0;
+}
+
+const char lp_transpose2d_doc[] = PyDoc_STR(
+             "transpose2d(src, dst, large): dst[j, i] = src[i, j] for 2-D buffers of one item\n"
+             "size (1, 2, 4 or 8 bytes) whose rows may be strided; `large` streams the output\n"
+             "around the cache.");
+
+PyObject *lp_transpose2d(PyObject *self, PyObject *args) {
+    PyObject *so, *do_;
+    int large;
+    Buf b[2];
+    memset(b, 0, sizeof b);
+    if (!PyArg_ParseTuple(args, "OOp", &so, &do_, &large)) return NULL;
+    if (lp_get_buf(so, &b[0], 0, 2, 0, "src") < 0 ||
+        lp_get_buf(do_, &b[1], 1, 2, b[0].view.itemsize, "dst") < 0) {
+        lp_release(b, 2);
+        return NULL;
+    }
+    Py_ssize_t n = b[0].view.shape[0], m = b[0].view.shape[1], size = b[0].view.itemsize;
+    if (b[1].view.shape[0] != m || b[1].view.shape[1] != n ||
+        (size != 1 && size != 2 && size != 4 && size != 8)) {
+        lp_release(b, 2);
+        PyErr_SetString(PyExc_ValueError, "expected dst of src's transposed shape and an item "
+                        "size of 1, 2, 4 or 8 bytes");
+        return NULL;
+    }
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = transpose(b[0].view.buf, b[0].view.strides[0], b[1].view.buf, b[1].view.strides[0],
+                       n, m, size, large);
+    Py_END_ALLOW_THREADS
+    lp_release(b, 2);
+    if (failed) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
