@@ -32,9 +32,13 @@
 
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && \
     !defined(__clang__)
-/* Hot loops get an AVX2 build chosen at load time (through glibc's ifunc), where the CPU has
- * it. */
+/* Hot loops get AVX-512 and AVX2 builds, one chosen at load time (through glibc's ifunc) by
+ * what the CPU has. */
+#if __GNUC__ >= 12
+#define LP_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
 #define LP_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
 #else
 #define LP_CLONES
 #endif

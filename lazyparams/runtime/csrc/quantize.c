@@ -57,15 +57,37 @@ static const float *load(const Source *src, Py_ssize_t at, Py_ssize_t count, flo
     }
 }
 
-/* max |x| over `n` values, and whether any is infinite or NaN (then the max is meaningless).
- * With the sign cleared, float32 bits order like the values they encode, so the max runs on
- * integers: the vectorizer will not reorder a float max (NaN and -0.0 make it unsafe). */
-LP_CLONES static float abs_max(const float *x, Py_ssize_t n, int *nonfinite) {
+/* max |x| over `n` values, as the bits of a non-negative float32: at least 0x7F800000 when one
+ * is infinite or NaN (then the max is meaningless). With the sign cleared, float32 bits order
+ * like the values they encode, so the max runs on integers: the vectorizer will not reorder a
+ * float max (NaN and -0.0 make it unsafe). Inline, so that each caller's CPU build has it. */
+static inline uint32_t abs_max_bits(const float *x, Py_ssize_t n) {
     uint32_t high = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t b = f32_bits(x[i]) & 0x7FFFFFFFu;
         high = b > high ? b : high;
     }
+    return high;
+}
+
+/* One quotient rounded to an int8 code: rint(y) clipped to [qmin, qmax], half to even. The
+ * clip comes first (it commutes with rounding to integers), so the value is small and adding
+ * 1.5 * 2**23 rounds it to an integer in the current (nearest-even) mode. A scale that
+ * underflowed to 0 makes 0 / 0 a NaN, which becomes 0, as numpy's conversion gives. */
+static inline int8_t code_of(float y, float qmin, float qmax) {
+    y = y != y ? 0.0f : y;
+    y = y < qmin ? qmin : y;
+    y = y > qmax ? qmax : y;
+    return (int8_t)(int32_t)((y + 12582912.0f) - 12582912.0f);
+}
+
+static inline void round_into(const float *x, Py_ssize_t n, float s, float qmin, float qmax,
+                              int8_t *q) {
+    for (Py_ssize_t i = 0; i < n; i++) q[i] = code_of(x[i] / s, qmin, qmax);
+}
+
+LP_CLONES static float abs_max(const float *x, Py_ssize_t n, int *nonfinite) {
+    uint32_t high = abs_max_bits(x, n);
     *nonfinite |= high >= 0x7F800000u;
     return bits_f32(high);
 }
@@ -74,30 +96,15 @@ static inline float scale_of(float amax, float qmax) {
     return amax == 0.0f ? 1.0f : amax / qmax;
 }
 
-/* q = rint(x / s) clipped to [qmin, qmax], rounding half to even. The clip comes first (it
- * commutes with rounding to integers), so the quotient is small and adding 1.5 * 2**23 rounds
- * it to an integer in the current (nearest-even) mode. A scale that underflowed to 0 makes
- * 0 / 0 a NaN, which becomes 0, as numpy's conversion gives. */
+/* q = rint(x / s), clipped to [qmin, qmax]. */
 LP_CLONES static void round_run(const float *x, Py_ssize_t n, float s, float qmin, float qmax,
                                 int8_t *q) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        float y = x[i] / s;
-        y = y != y ? 0.0f : y;
-        y = y < qmin ? qmin : y;
-        y = y > qmax ? qmax : y;
-        q[i] = (int8_t)(int32_t)((y + 12582912.0f) - 12582912.0f);
-    }
+    round_into(x, n, s, qmin, qmax, q);
 }
 
 LP_CLONES static void round_scaled(const float *x, Py_ssize_t n, const float *s, float qmin,
                                    float qmax, int8_t *q) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        float y = x[i] / s[i];
-        y = y != y ? 0.0f : y;
-        y = y < qmin ? qmin : y;
-        y = y > qmax ? qmax : y;
-        q[i] = (int8_t)(int32_t)((y + 12582912.0f) - 12582912.0f);
-    }
+    for (Py_ssize_t i = 0; i < n; i++) q[i] = code_of(x[i] / s[i], qmin, qmax);
 }
 
 LP_CLONES static void max_into(const float *x, Py_ssize_t n, uint32_t *high, int *nonfinite) {
@@ -220,20 +227,28 @@ LP_CLONES static void pack_nibbles(const int8_t *codes, uint8_t *out, Py_ssize_t
     }
 }
 
-/* int4 by groups of `group` along each row of an (n, k) source, packed two codes a byte
- * (element 2j in the low nibble). Returns 1 on a non-finite input. */
+/* One row of int4: each group of `group` gets its scale and codes, then the codes are packed.
+ * Returns whether the row held an infinity or NaN. */
+static int int4_row(const float *row, Py_ssize_t k, Py_ssize_t group, float *scale,
+                    int8_t *codes, uint8_t *out) {
+    int nonfinite = 0;
+    for (Py_ssize_t g = 0; g < k / group; g++) {
+        scale[g] = scale_of(abs_max(row + g * group, group, &nonfinite), 7.0f);
+        round_run(row + g * group, group, scale[g], -8.0f, 7.0f, codes + g * group);
+    }
+    pack_nibbles(codes, out, k / 2);
+    return nonfinite;
+}
+
+/* int4 by groups of `group` along each row of an (n, k) source, packed two codes a byte.
+ * Returns 1 on a non-finite input. */
 static int quantize_int4(const Source *src, Py_ssize_t n, Py_ssize_t k, Py_ssize_t group,
                          uint8_t *packed, float *scale, float *scratch, int8_t *codes) {
     int nonfinite = 0;
     Py_ssize_t groups = k / group;
     for (Py_ssize_t r = 0; r < n && !nonfinite; r++) {
         const float *row = load(src, r * k, k, scratch);
-        for (Py_ssize_t g = 0; g < groups; g++) {
-            float s = scale_of(abs_max(row + g * group, group, &nonfinite), 7.0f);
-            scale[r * groups + g] = s;
-            round_run(row + g * group, group, s, -8.0f, 7.0f, codes + g * group);
-        }
-        pack_nibbles(codes, packed + r * (k / 2), k / 2);
+        nonfinite = int4_row(row, k, group, scale + r * groups, codes, packed + r * (k / 2));
     }
     return nonfinite;
 }
