@@ -81,8 +81,17 @@ static inline int8_t code_of(float y, float qmin, float qmax) {
     return (int8_t)(int32_t)((y + 12582912.0f) - 12582912.0f);
 }
 
+/* q = rint(x / s), clipped to [qmin, qmax]. With a normal scale s = fl(max|x| / qmax), |x / s|
+ * is at most qmax (1 + 2**-22) and rounds to qmax at most, so the clip (and the NaN guard)
+ * can go, as in the numpy path: the common case is one division and one rounding. */
 static inline void round_into(const float *x, Py_ssize_t n, float s, float qmin, float qmax,
                               int8_t *q) {
+    if (s >= FLT_MIN && s <= FLT_MAX) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            q[i] = (int8_t)(int32_t)((x[i] / s + 12582912.0f) - 12582912.0f);
+        }
+        return;
+    }
     for (Py_ssize_t i = 0; i < n; i++) q[i] = code_of(x[i] / s, qmin, qmax);
 }
 
