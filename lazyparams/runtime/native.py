@@ -130,7 +130,8 @@ def transpose_2d(src: Array, dst: Array, total_bytes: int | None = None) -> bool
 
 def cast(x: Array, out: Array) -> bool:
     """`out[...] = x.astype(out.dtype)` for the conversions the extension does bit-exactly:
-    float32 to float16, bfloat16 and float8, and any 1- or 2-byte float to any float."""
+    float32 to float16, bfloat16 and float8, and any 1- or 2-byte float to any float (but
+    bfloat16 to a wider one)."""
     if not enabled() or not _flat_pair(x, out):
         return False
     src, dst = x.dtype, out.dtype
@@ -138,7 +139,9 @@ def cast(x: Array, out: Array) -> bool:
     if src == F32 and (dst in (BF16, *FLOAT8) or (dst == F16 and _HALF_CAST)):
         _module().cast(str(dst), _words(flat_x), _words(flat_out))
         return True
-    if src in SMALL_FLOATS and dst in FLOATS and dst != src:
+    # bfloat16 to a wider float is a shift, which numpy's own cast already does at copy speed
+    wide_bfloat = src == BF16 and dst.itemsize >= 4
+    if src in SMALL_FLOATS and dst in FLOATS and dst != src and not wide_bfloat:
         table = pattern_table(src, dst).view(_WORD[dst.itemsize])
         _module().lookup(_words(flat_x), _words(flat_out), table)
         return True
