@@ -1,4 +1,4 @@
-"""The compiled loops of `runtime/_native.c` (through `runtime/native.py`) bit for bit against
+"""The compiled loops of `runtime/csrc/` (through `runtime/native.py`) bit for bit against
 numpy, ml_dtypes and the numpy paths of `runtime.fast` and `runtime.quant`.
 
 Every comparison is of raw bits. Each test first checks that the compiled loop really ran (its
