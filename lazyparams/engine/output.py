@@ -27,7 +27,7 @@ from lazyparams.engine.journal import (
     write_job,
 )
 from lazyparams.errors import CheckpointError, ConvertError
-from lazyparams.io import CheckpointSink, TensorInfo, dtype_name, plan_shards
+from lazyparams.io import CheckpointSink, TensorInfo, check_declared, plan_shards
 from lazyparams.io.filemap import write_array_at
 from lazyparams.io.partial import RowLedger, accepts_rows, rows_offset
 from lazyparams.io.safetensors_format import build_header
@@ -226,18 +226,7 @@ class StagedSafetensors:
         return name in self.done or name in self._busy
 
     def _claim(self, name: str, array: Any) -> None:
-        info = self.infos.get(name)
-        if info is None:
-            raise CheckpointError(
-                f"{self.dst}: tensor {name!r} was not declared; expected one of the "
-                f"{len(self.infos)} declared outputs"
-            )
-        got = dtype_name(array.dtype) or str(array.dtype)
-        if got != info.dtype or tuple(array.shape) != info.shape:
-            raise CheckpointError(
-                f"{self.dst}: tensor {name!r}: expected {info.dtype}{list(info.shape)}, "
-                f"got {got}{list(array.shape)}"
-            )
+        check_declared(str(self.dst), self.infos, name, array)
         with self._lock:
             if self._taken(name) or self._rows.started(name):
                 raise CheckpointError(f"{self.dst}: tensor {name!r} was written twice")

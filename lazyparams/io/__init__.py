@@ -4,7 +4,14 @@ safetensors (single or sharded), .npz, folders of .npy, GGUF and zip-format torc
 error is a CheckpointError naming the file. Imports numpy, ml_dtypes, gguf and lazyparams.errors.
 """
 
-from lazyparams.io.base import CheckpointSink, CheckpointSource, SinkBase, SourceBase, TensorInfo
+from lazyparams.io.base import (
+    CheckpointSink,
+    CheckpointSource,
+    SinkBase,
+    SourceBase,
+    TensorInfo,
+    check_declared,
+)
 from lazyparams.io.detect import SINK_FORMATS, open_sink, open_source
 from lazyparams.io.dtypes import DTYPE_NAMES, dtype_name, numpy_dtype
 from lazyparams.io.gguf_format import GGUFSink, GGUFSource
@@ -36,6 +43,7 @@ __all__ = [
     "SourceBase",
     "TensorInfo",
     "TorchSource",
+    "check_declared",
     "dtype_name",
     "numpy_dtype",
     "open_sink",

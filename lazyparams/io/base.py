@@ -68,6 +68,23 @@ def _preview(names: Iterable[str], count: int = 5) -> str:
     return ", ".join(listed[:count]) + more
 
 
+def check_declared(where: str, infos: dict[str, TensorInfo], name: str, array: Any) -> None:
+    """Refuse a write of `array` as `name` unless `name` was declared in `infos` with exactly
+    the array's dtype and shape; `where` (a path) starts the message."""
+    info = infos.get(name)
+    if info is None:
+        raise CheckpointError(
+            f"{where}: tensor {name!r} was not declared; expected one of the "
+            f"{len(infos)} declared tensors ({_preview(infos)})"
+        )
+    got = dtype_name(array.dtype) or str(array.dtype)
+    if got != info.dtype or tuple(array.shape) != info.shape:
+        raise CheckpointError(
+            f"{where}: tensor {name!r}: expected {info.dtype}{list(info.shape)}, "
+            f"got {got}{list(array.shape)}"
+        )
+
+
 @runtime_checkable
 class CheckpointSource(Protocol):
     """Read access to a checkpoint: list without reading data, load one tensor at a time."""
@@ -264,18 +281,7 @@ class SinkBase:
         """Validate one write and mark the name written; returns the array in native byte order."""
         self._require_open()
         array = np.asarray(array)
-        info = self.infos.get(name)
-        if info is None:
-            raise CheckpointError(
-                f"{self.path}: tensor {name!r} was not declared; expected one of the "
-                f"{len(self.infos)} declared tensors ({_preview(self.infos)})"
-            )
-        got = dtype_name(array.dtype) or str(array.dtype)
-        if got != info.dtype or tuple(array.shape) != info.shape:
-            raise CheckpointError(
-                f"{self.path}: tensor {name!r}: expected {info.dtype}{list(info.shape)}, "
-                f"got {got}{list(array.shape)}"
-            )
+        check_declared(self.path, self.infos, name, array)
         with self._lock:
             self._require_open()
             if name in self._written or self._rows.started(name):

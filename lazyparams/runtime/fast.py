@@ -154,13 +154,14 @@ def cast_into(x: Array, out: Array) -> None:
 def caster(src: np.dtype[Any], dst: np.dtype[Any], size: int = CHUNK) -> Caster:
     """A function that writes arrays of dtype `src` (of at most `size` elements per chunk)
     converted into arrays of dtype `dst`: the compiled loop where there is one, else a numpy
-    loop whose scratch buffers are allocated once, here, so that a caller converting chunk
-    after chunk allocates nothing per chunk."""
-    numpy_loop = _numpy_caster(np.dtype(src), np.dtype(dst), size)
+    loop whose scratch buffers are allocated once, on its first use, so that a caller
+    converting chunk after chunk allocates nothing per chunk (and nothing at all when the
+    compiled loop does every chunk)."""
+    numpy_loop = functools.cache(lambda: _numpy_caster(np.dtype(src), np.dtype(dst), size))
 
     def run(x: Array, out: Array) -> None:
         if not native.cast(x, out):
-            numpy_loop(x, out)
+            numpy_loop()(x, out)
 
     return run
 

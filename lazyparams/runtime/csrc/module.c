@@ -30,13 +30,13 @@ int lp_get_buf(PyObject *obj, Buf *buf, int writable, int ndim, Py_ssize_t items
     return 0;
 }
 
-/* `obj`'s C-contiguous buffer, of exactly `want_len` bytes (any when negative). */
+/* `obj`'s C-contiguous buffer, of exactly `want_len` bytes. */
 int lp_get_contiguous(PyObject *obj, Buf *buf, int writable, Py_ssize_t want_len,
                       const char *what) {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, &buf->view, flags) < 0) return -1;
     buf->held = 1;
-    if (want_len >= 0 && buf->view.len != want_len) {
+    if (buf->view.len != want_len) {
         PyErr_Format(PyExc_ValueError, "expected %s of %zd bytes, got %zd", what, want_len,
                      buf->view.len);
         return -1;

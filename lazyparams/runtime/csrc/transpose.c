@@ -92,36 +92,36 @@ static inline void emit(char *dst, const char *run, Py_ssize_t bytes, int stream
 }
 
 /* One strip: `rows` input rows (at most CACHED_STRIP_ROWS, a multiple of the block side)
- * against the first `m` columns (a multiple of the block side), `tile` bytes of columns at a
+ * against the first `m` columns (a multiple of the block side), `span` bytes of columns at a
  * time. The columns are first gathered into the contiguous stage `in`: input rows a power-of-
  * two stride apart share one set of the L1 cache, which cannot hold them all until their last
  * block is read. The blocks are transposed into the stage `out`, and each output row then gets
  * its run (whole cache lines) in one go: streamed stores need a line completed before the next
  * is begun, or they write it piecemeal. */
 #define STRIP(SIZE)                                                                            \
-    static void strip_##SIZE(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,      \
+    static void strip_##SIZE(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,         \
                              Py_ssize_t rows, Py_ssize_t m, int stream, char *in, char *out) { \
-        const Py_ssize_t tile = SIZE == 1 ? 2 * TILE_BYTES : TILE_BYTES;                      \
-        const Py_ssize_t k = 16 / SIZE, width = tile / SIZE, run = rows * SIZE;              \
-        for (Py_ssize_t j0 = 0; j0 < m; j0 += width) {                                       \
-            Py_ssize_t cols = m - j0 < width ? m - j0 : width;                               \
-            int ahead = j0 + (PREFETCH_TILES + 1) * width <= m;                               \
-            for (Py_ssize_t i = 0; i < rows; i++) {                                          \
-                const char *row = src + i * ss + j0 * SIZE;                                  \
-                memcpy(in + i * tile, row, (size_t)(cols * SIZE));                           \
-                for (Py_ssize_t b = 0; ahead && b < tile; b += 64) {                         \
-                    __builtin_prefetch(row + PREFETCH_TILES * tile + b);                     \
-                }                                                                            \
-            }                                                                                \
-            for (Py_ssize_t j = 0; j < cols; j += k) {                                       \
-                for (Py_ssize_t i = 0; i < rows; i += k) {                                   \
-                    micro(in + i * tile + j * SIZE, tile, out + j * run + i * SIZE, run, SIZE); \
-                }                                                                            \
-            }                                                                                \
-            for (Py_ssize_t j = 0; j < cols; j++) {                                          \
-                emit(dst + (j0 + j) * ds, out + j * run, run, stream);                       \
-            }                                                                                \
-        }                                                                                    \
+        const Py_ssize_t span = SIZE == 1 ? 2 * TILE_BYTES : TILE_BYTES;                       \
+        const Py_ssize_t k = 16 / SIZE, width = span / SIZE, run = rows * SIZE;                \
+        for (Py_ssize_t j0 = 0; j0 < m; j0 += width) {                                         \
+            Py_ssize_t cols = m - j0 < width ? m - j0 : width;                                 \
+            int ahead = j0 + (PREFETCH_TILES + 1) * width <= m;                                \
+            for (Py_ssize_t i = 0; i < rows; i++) {                                            \
+                const char *row = src + i * ss + j0 * SIZE;                                    \
+                memcpy(in + i * span, row, (size_t)(cols * SIZE));                             \
+                for (Py_ssize_t b = 0; ahead && b < span; b += 64) {                           \
+                    __builtin_prefetch(row + PREFETCH_TILES * span + b);                       \
+                }                                                                              \
+            }                                                                                  \
+            for (Py_ssize_t j = 0; j < cols; j += k) {                                         \
+                for (Py_ssize_t i = 0; i < rows; i += k) {                                     \
+                    micro(in + i * span + j * SIZE, span, out + j * run + i * SIZE, run, SIZE); \
+                }                                                                              \
+            }                                                                                  \
+            for (Py_ssize_t j = 0; j < cols; j++) {                                            \
+                emit(dst + (j0 + j) * ds, out + j * run, run, stream);                         \
+            }                                                                                  \
+        }                                                                                      \
     }
 
 STRIP(1)
