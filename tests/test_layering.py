@@ -17,7 +17,20 @@ ALLOWED: dict[str, set[str]] = {
     "runtime": {"ir", "tir", "op", "analysis"},
     "io": set(),
     "frontend": {"ir", "op", "tir"},
-    "engine": {"ir", "tir", "op", "script", "analysis", "transform", "runtime", "io", "frontend"},
+    "targets": {"frontend", "io"},
+    "engine": {
+        "ir",
+        "tir",
+        "op",
+        "script",
+        "analysis",
+        "transform",
+        "runtime",
+        "io",
+        "frontend",
+        "targets",
+    },
+    "cluster": {"engine"},
 }
 SHARED = {"errors"}
 
