@@ -9,10 +9,12 @@ temporaries must be creatable. The VM then loads each input with the source's `l
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import lazyparams.script  # noqa: F401 - the printer: a job is identified by its script text
@@ -22,9 +24,9 @@ from lazyparams.engine.destination import Destination, destination, job_descript
 from lazyparams.engine.output import Output
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
 from lazyparams.engine.progress import Bars, Counter
-from lazyparams.engine.recipes import load_spec, spec_name
 from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
 from lazyparams.engine.sizes import size_or_none
+from lazyparams.engine.specs import resolve_spec
 from lazyparams.io import CheckpointSource
 from lazyparams.runtime import MemoryStats, VirtualMachine
 from lazyparams.runtime.parallel import ParallelRunner
@@ -112,30 +114,40 @@ def convert(
     stderr.
     """
     started = time.perf_counter()
-    fn = load_spec(transform)
     limit = size_or_none(budget, "budget")
     shard = size_or_none(shard_size, "shard_size")
     check_workers(workers)
     with opened(src) as source:
-        traced = trace_transform(fn, source)
+        resolved = resolve_spec(transform, source, src)
+        traced = trace_transform(resolved.fn, source)
         outputs = output_infos(traced)
-        target = destination(dst, outputs, format=format, shard_size=shard, resume=resume)
+        chosen = format or _target_format(resolved.output_format, dst)
+        target = destination(dst, outputs, format=chosen, shard_size=shard, resume=resume)
         job = job_description(traced.script(), source, outputs, target)
         target.prepare(job)
         missing = [info.name for info in outputs if info.name not in target.done]
         the_plan = build_plan(
             traced,
             source,
-            spec=spec_name(transform),
+            spec=resolved.name,
             keep=missing,
             budget=limit,
             workers=workers,
             rows=takes_rows(target),
         )
+        the_plan = replace(the_plan, target=resolved.describe(the_plan.outputs))
         the_plan.check_budget()
         discarded = target.has_partial and not target.resuming
         run = _write(the_plan, source, target, job, progress)
     return _report(the_plan, target, run, discarded, time.perf_counter() - started)
+
+
+def _target_format(output_format: str | None, dst: Any) -> str | None:
+    """A target's format for a destination path whose extension names none."""
+    if output_format is None or not isinstance(dst, str | os.PathLike):
+        return None
+    suffix = Path(dst).suffix
+    return output_format if suffix not in (".safetensors", ".npz", ".gguf") else None
 
 
 def _report(plan: Plan, target: Destination, run: _Run, discarded: bool, seconds: float) -> Report:

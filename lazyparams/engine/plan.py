@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lazyparams.analysis.memory import (
@@ -31,8 +31,8 @@ from lazyparams.engine.compile import (
     trace_transform,
     used_inputs,
 )
-from lazyparams.engine.recipes import load_spec, spec_name
 from lazyparams.engine.sizes import size_or_none
+from lazyparams.engine.specs import resolve_spec
 from lazyparams.errors import BudgetError, ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo, open_source
 from lazyparams.ir import Function, IRModule, StructInfo
@@ -67,6 +67,8 @@ class Plan:
     workers: int = 1
     parallel: ParallelModel | None = field(default=None, repr=False, compare=False)
     """The facts a parallel run plans with (`workers` > 1 only)."""
+    target: tuple[tuple[str, str], ...] = ()
+    """What a target SPEC (such as `gguf`) says of the output: architecture, types."""
 
     @property
     def function(self) -> Function:
@@ -156,6 +158,7 @@ class Plan:
             "workers": self.workers,
             "worker_budget": self.worker_budget_bytes,
             "chunked_outputs": list(self.chunked_outputs),
+            "target": dict(self.target),
         }
 
 
@@ -169,11 +172,12 @@ def plan(
     checkpoint path or an open source. `budget` (bytes, or a size such as `4GiB`) is recorded;
     `plan.fits` and `plan.budget_message` say whether it holds. No tensor data is read.
     """
-    fn = load_spec(transform)
     limit = size_or_none(budget, "budget")
     with opened(src) as source:
-        traced = trace_transform(fn, source)
-        return build_plan(traced, source, spec=spec_name(transform), budget=limit, workers=workers)
+        resolved = resolve_spec(transform, source, src)
+        traced = trace_transform(resolved.fn, source)
+        the_plan = build_plan(traced, source, spec=resolved.name, budget=limit, workers=workers)
+        return replace(the_plan, target=resolved.describe(the_plan.outputs))
 
 
 def build_plan(

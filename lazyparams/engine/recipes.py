@@ -272,6 +272,11 @@ def spec_name(spec: str | os.PathLike[str] | Callable[..., Any]) -> str:
 
 
 def _load_file(path: Path) -> Callable[..., Any]:
+    return load_spec_file(path)[0]
+
+
+def load_spec_file(path: Path) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
+    """A spec file's `transform` and, when it defines one, its `metadata(config)`."""
     if not path.is_file():
         raise ConvertError(f"{path}: spec file not found; expected a .py file or a recipe name")
     module_spec = importlib.util.spec_from_file_location(f"lazyparams_spec_{path.stem}", path)
@@ -289,4 +294,5 @@ def _load_file(path: Path) -> Callable[..., Any]:
     transform = getattr(module, "transform", None)
     if not callable(transform):
         raise ConvertError(f"{path}: expected a function `transform(params)`, found none")
-    return transform  # type: ignore[no-any-return]
+    metadata = getattr(module, "metadata", None)
+    return transform, metadata if callable(metadata) else None

@@ -1,0 +1,170 @@
+"""SPEC resolved for a model folder: the transform to trace, its metadata and what `plan` shows.
+
+A SPEC is a recipe expression, a `.py` file, a callable or a target object (such as `gguf`).
+A file or callable may take the model's config (`transform(params, config)`) and a file may
+define `metadata(config)` beside it; a target sees the whole model folder. Imports the frontend,
+io, targets and the engine's recipes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from lazyparams.engine.recipes import load_spec, load_spec_file, spec_name
+from lazyparams.errors import ConvertError
+from lazyparams.frontend.tensor import Tensor
+from lazyparams.io import CheckpointSource, TensorInfo
+from lazyparams.io.model_config import ModelFolder
+
+GGUF_RECIPE = "gguf"
+
+
+@runtime_checkable
+class Target(Protocol):
+    """A SPEC that knows a runtime's layout: a transform of the model folder, its metadata."""
+
+    @property
+    def name(self) -> str:
+        """How reports name the SPEC."""
+
+    @property
+    def output_format(self) -> str:
+        """The sink format the target writes."""
+
+    def transform(self, params: Mapping[str, Tensor], folder: ModelFolder) -> dict[str, Any]:
+        """The outputs, traced from the checkpoint's tensors."""
+
+    def metadata(
+        self, folder: ModelFolder, inputs: Mapping[str, Any], outputs: Sequence[TensorInfo]
+    ) -> dict[str, Any]:
+        """Metadata for the output file."""
+
+    def describe(
+        self, folder: ModelFolder, inputs: Mapping[str, Any], outputs: Sequence[TensorInfo]
+    ) -> list[tuple[str, str]]:
+        """Rows for `plan`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedSpec:
+    """A SPEC bound to a model folder: `fn` is what gets traced."""
+
+    name: str
+    folder: ModelFolder
+    fn: Callable[[Mapping[str, Tensor]], Any]
+    metadata_fn: Callable[[Sequence[TensorInfo]], dict[str, Any]] | None = None
+    describe_fn: Callable[[Sequence[TensorInfo]], list[tuple[str, str]]] | None = None
+    output_format: str | None = None
+
+    def metadata(self, outputs: Sequence[TensorInfo]) -> dict[str, Any]:
+        """The SPEC's metadata for these outputs (empty when it has none)."""
+        return {} if self.metadata_fn is None else dict(self.metadata_fn(outputs))
+
+    def describe(self, outputs: Sequence[TensorInfo]) -> tuple[tuple[str, str], ...]:
+        """What `plan` shows of the target (nothing for a plain transform)."""
+        return () if self.describe_fn is None else tuple(self.describe_fn(outputs))
+
+
+def gguf_target(type_name: str | None = None, pre: str | None = None) -> Target:
+    """The `gguf[:TYPE]` recipe; `pre` names the BPE pre-tokenizer where the folder's is new."""
+    from lazyparams.targets.llamacpp.target import DEFAULT_TYPE, GGUFTarget
+
+    return GGUFTarget(type_name or DEFAULT_TYPE, pre)
+
+
+def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
+    """Bind SPEC to the model folder of `src` (a path; else the folder of the source's path)."""
+    folder = model_folder(src, source)
+    target = _target(spec)
+    if target is not None:
+        return _bind_target(target, folder, source)
+    metadata = None
+    if isinstance(spec, str | os.PathLike) and os.fspath(spec).endswith(".py"):
+        fn, metadata = load_spec_file(Path(spec))
+    else:
+        fn = load_spec(spec)
+    return ResolvedSpec(
+        spec_name(spec), folder, _with_config(fn, folder), _metadata_of(spec, metadata, folder)
+    )
+
+
+def _target(spec: Any) -> Target | None:
+    if isinstance(spec, Target):
+        return spec
+    if isinstance(spec, str) and spec.partition(":")[0].strip() == GGUF_RECIPE:
+        if "+" in spec:
+            raise ConvertError(
+                f"recipe 'gguf' writes llama.cpp's layout and composes with nothing; got {spec!r}"
+            )
+        return gguf_target(spec.partition(":")[2].strip() or None)
+    return None
+
+
+def _bind_target(target: Target, folder: ModelFolder, source: CheckpointSource) -> ResolvedSpec:
+    inputs = {name: source.info(name) for name in source.names()}
+    return ResolvedSpec(
+        target.name,
+        folder,
+        lambda params: target.transform(params, folder),
+        lambda outputs: target.metadata(folder, inputs, outputs),
+        lambda outputs: target.describe(folder, inputs, outputs),
+        target.output_format,
+    )
+
+
+def model_folder(src: Any, source: CheckpointSource) -> ModelFolder:
+    """The folder a checkpoint lives in, with its config.json when it has one."""
+    path = src if isinstance(src, str | os.PathLike) else getattr(source, "path", None)
+    if path is None:
+        return ModelFolder(Path.cwd(), None)
+    target = Path(path)
+    if target.name.endswith(".index.json"):
+        target = target.parent
+    return ModelFolder.at(target)
+
+
+def _with_config(fn: Callable[..., Any], folder: ModelFolder) -> Callable[..., Any]:
+    """`fn` as a function of params alone: a `transform(params, config)` gets the config."""
+    if _arity(fn) < 2:
+        return fn
+    config = dict(folder.config or {})
+
+    def with_config(params: Mapping[str, Tensor]) -> Any:
+        return fn(params, config)
+
+    with_config.__name__ = getattr(fn, "__name__", "transform")
+    return with_config
+
+
+def _arity(fn: Callable[..., Any]) -> int:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in parameters if p.kind in positional and p.default is p.empty)
+
+
+def _metadata_of(
+    spec: Any, fn: Callable[..., Any] | None, folder: ModelFolder
+) -> Callable[[Sequence[TensorInfo]], dict[str, Any]] | None:
+    """A spec file's `metadata(config)` as a function of the outputs (None without one)."""
+    if fn is None:
+        return None
+    config = dict(folder.config or {})
+
+    def metadata(outputs: Sequence[TensorInfo]) -> dict[str, Any]:
+        result = fn(config)
+        if not isinstance(result, Mapping):
+            raise ConvertError(
+                f"{spec}: metadata(config) must return a mapping of key -> value, "
+                f"got {type(result).__name__}"
+            )
+        return dict(result)
+
+    return metadata

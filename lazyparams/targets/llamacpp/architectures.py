@@ -1,0 +1,37 @@
+"""The architectures the `gguf` recipe knows, looked up by config.json's `architectures`.
+
+Imports the tables only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lazyparams.errors import ConvertError
+from lazyparams.targets.llamacpp import llama, mixtral, qwen2, qwen3
+from lazyparams.targets.llamacpp.tables import Architecture
+
+ARCHITECTURES: tuple[Architecture, ...] = (llama.ARCH, mixtral.ARCH, qwen2.ARCH, qwen3.ARCH)
+BY_HF_NAME: dict[str, Architecture] = {
+    name: arch for arch in ARCHITECTURES for name in arch.hf_names
+}
+SUPPORTED: tuple[str, ...] = tuple(sorted(BY_HF_NAME))
+
+
+def architecture_of(config: Mapping[str, Any], config_path: Path) -> tuple[str, Architecture]:
+    """The Hugging Face architecture name in `config` and its table; ConvertError otherwise."""
+    names = config.get("architectures")
+    if not isinstance(names, list) or not names or not isinstance(names[0], str):
+        raise ConvertError(
+            f"{config_path}: expected 'architectures' to list the model class "
+            f"(one of {', '.join(SUPPORTED)}), got {names!r}"
+        )
+    arch = BY_HF_NAME.get(names[0])
+    if arch is None:
+        raise ConvertError(
+            f"{config_path}: architecture {names[0]!r} is not supported by the gguf recipe; "
+            f"supported: {', '.join(SUPPORTED)}"
+        )
+    return names[0], arch

@@ -1,0 +1,173 @@
+"""The `gguf[:TYPE]` target: a Hugging Face model folder -> the GGUF file llama.cpp loads.
+
+`GGUFTarget.transform` is the traced transform (names, rotary permutation, stacked experts,
+per-tensor types); `metadata` the KV pairs (`general.*`, hyperparameters, tokenizer) in the
+order llama.cpp's converter writes them; `describe` what `plan` shows. Everything is decided
+from config.json and the checkpoint's header. Imports the frontend, io and this package.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gguf import GGUFValue
+
+from lazyparams.errors import ConvertError
+from lazyparams.frontend.tensor import Tensor
+from lazyparams.io.model_config import ModelFolder
+from lazyparams.targets.llamacpp.architectures import architecture_of
+from lazyparams.targets.llamacpp.hparams import (
+    HIDDEN_KEYS,
+    first_present,
+    general_metadata,
+    model_hparams,
+    parameter_counts,
+)
+from lazyparams.targets.llamacpp.outtype import OutputType, converter_dtype, output_type
+from lazyparams.targets.llamacpp.rope_freqs import ROPE_FREQS, llama3_rope_factors
+from lazyparams.targets.llamacpp.tables import Architecture
+from lazyparams.targets.llamacpp.tensors import (
+    ModelShape,
+    Planned,
+    build_tensor,
+    model_shape,
+    plan_tensors,
+)
+
+DEFAULT_TYPE = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """A model folder resolved against the tables: architecture, config facts, output type."""
+
+    folder: ModelFolder
+    hf_name: str
+    arch: Architecture
+    shape: ModelShape
+    out: OutputType
+
+
+@dataclass(frozen=True, slots=True)
+class GGUFTarget:
+    """`gguf:TYPE`, with `pre` naming the BPE pre-tokenizer where the folder's is unknown."""
+
+    type_name: str = DEFAULT_TYPE
+    pre: str | None = None
+    output_format = "gguf"
+
+    @property
+    def name(self) -> str:
+        """How reports name the recipe."""
+        return f"gguf:{self.type_name}"
+
+    def resolve(self, folder: ModelFolder, inputs: Mapping[str, Any]) -> Model:
+        """The model behind `folder`, with `inputs` (name -> info with shape and dtype)."""
+        config, path = folder.require_config("the gguf recipe")
+        hf_name, arch = architecture_of(config, path)
+        shape = model_shape(arch, config, path)
+        matrices = [info.dtype for info in inputs.values() if len(info.shape) >= 2]
+        return Model(folder, hf_name, arch, shape, output_type(self.type_name, matrices))
+
+    def transform(self, params: Mapping[str, Tensor], folder: ModelFolder) -> dict[str, Any]:
+        """llama.cpp's tensors, transformed and typed, from the checkpoint's tensors."""
+        model = self.resolve(folder, params)
+        planned = plan_tensors(model.arch, list(params), model.shape)
+        _check_embeddings(model, params)
+        built = {p.name: build_tensor(p, params, model.shape) for p in planned}
+        dtypes = output_dtypes(model, planned, built)
+        out: dict[str, Any] = dict(_extra_tensors(model))
+        for name, tensor in built.items():
+            out[name] = tensor if tensor.dtype == dtypes[name] else tensor.astype(dtypes[name])
+        return out
+
+    def metadata(
+        self, folder: ModelFolder, inputs: Mapping[str, Any], outputs: Sequence[Any]
+    ) -> dict[str, GGUFValue]:
+        """Every KV pair llama.cpp's converter writes for this model, in its order."""
+        from lazyparams.targets.llamacpp.tokenizer import tokenizer_metadata
+
+        model = self.resolve(folder, inputs)
+        config, path = folder.require_config("the gguf recipe")
+        shapes = [(info.name, tuple(info.shape)) for info in outputs]
+        meta = general_metadata(folder.path, model.arch.gguf_arch, parameter_counts(shapes))
+        meta.update(model_hparams(model.arch, config, path, model.out.file_type))
+        meta.update(tokenizer_metadata(folder.path, config, model.arch.gguf_arch, pre=self.pre))
+        return meta
+
+    def describe(
+        self, folder: ModelFolder, inputs: Mapping[str, Any], outputs: Sequence[Any]
+    ) -> list[tuple[str, str]]:
+        """Rows for `plan`: the architecture, the type, and each tensor group's types."""
+        model = self.resolve(folder, inputs)
+        rows = [
+            ("architecture", f"{model.hf_name} -> {model.arch.gguf_arch}"),
+            ("output type", f"{model.out.name} (general.file_type {model.out.file_type})"),
+        ]
+        groups: dict[str, Counter[str]] = {}
+        for info in outputs:
+            groups.setdefault(tensor_group(info.name), Counter())[info.dtype] += 1
+        for group, counts in groups.items():
+            rows.append((group, ", ".join(f"{d} x{n}" for d, n in counts.items())))
+        return rows
+
+
+def tensor_group(name: str) -> str:
+    """A GGUF tensor's kind, layers folded: `blk.3.attn_q.weight` -> `blk.*.attn_q.weight`."""
+    parts = name.split(".")
+    if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit():
+        parts[1] = "*"
+    return ".".join(parts)
+
+
+def output_dtypes(
+    model: Model, planned: Sequence[Planned], built: Mapping[str, Tensor]
+) -> dict[str, str]:
+    """Each output's dtype: the converter's rule, then llama-quantize's for a mixture."""
+    base = model.out.dtype or "bfloat16"
+    chosen = {
+        p.name: converter_dtype(p.name, built[p.name].shape, base, _keep_f32(p)) for p in planned
+    }
+    if model.out.dtype is not None:
+        return chosen
+    from lazyparams.targets.llamacpp import mixtures
+
+    listed = [(name, built[name].shape, dtype) for name, dtype in chosen.items()]
+    shape = model.shape
+    return mixtures.tensor_types(
+        model.out.name,
+        listed,
+        n_head=shape.heads,
+        n_head_kv=shape.kv_heads,
+        n_expert=shape.experts,
+        n_layer=shape.layers,
+    )
+
+
+def _keep_f32(planned: Planned) -> bool:
+    return bool(getattr(planned.rule, "keep_f32", False))
+
+
+def _check_embeddings(model: Model, params: Mapping[str, Tensor]) -> None:
+    """The embedding must be vocab_size x hidden_size, as llama.cpp will load it."""
+    config, path = model.folder.require_config("the gguf recipe")
+    embed = next((r.hf for r in model.arch.tensors if r.gguf == "token_embd.weight"), None)
+    if embed is None or embed not in params:
+        return
+    rows_cols = tuple(params[embed].shape)
+    expected = (config.get("vocab_size"), first_present(config, HIDDEN_KEYS))
+    if rows_cols != expected:
+        raise ConvertError(
+            f"tensor {embed!r} is {rows_cols[0]} x {rows_cols[1]}, but {path} says "
+            f"vocab_size={expected[0]} and hidden_size={expected[1]}"
+        )
+
+
+def _extra_tensors(model: Model) -> dict[str, Any]:
+    """Tensors llama.cpp generates from the config: llama 3's rope frequency factors."""
+    config, _ = model.folder.require_config("the gguf recipe")
+    factors = llama3_rope_factors(config) if model.arch.gguf_arch == "llama" else None
+    return {} if factors is None else {ROPE_FREQS: factors}

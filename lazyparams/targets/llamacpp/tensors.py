@@ -1,0 +1,200 @@
+"""The GGUF tensors of a Hugging Face checkpoint: names matched to a table, checked, transformed.
+
+`gguf_tensors` runs at trace time over the checkpoint's symbolic tensors, so every check (a
+tensor no rule knows, a missing layer, a head count that does not divide the rows, an expert
+count that disagrees) fails before any data is read. Outputs come in the order llama.cpp's
+converter writes them: the checkpoint's order, a stacked expert tensor where its layer's last
+expert appears. Imports the frontend and the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lazyparams.errors import ConvertError
+from lazyparams.frontend import ops
+from lazyparams.frontend.tensor import Tensor
+from lazyparams.targets.llamacpp.hparams import (
+    HEAD_COUNT_KEYS,
+    KV_HEAD_COUNT_KEYS,
+    LAYER_COUNT_KEYS,
+    first_present,
+)
+from lazyparams.targets.llamacpp.tables import (
+    LAYER,
+    Architecture,
+    ExpertRule,
+    TensorRule,
+    compiled_rules,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """One GGUF output: its name, the checkpoint tensors it is made of and its rule."""
+
+    name: str
+    sources: tuple[str, ...]
+    rule: TensorRule | ExpertRule
+    bid: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """The config facts the tensors are checked against."""
+
+    layers: int
+    heads: int
+    kv_heads: int
+    experts: int
+    config_path: Path
+
+
+def model_shape(arch: Architecture, config: Mapping[str, Any], config_path: Path) -> ModelShape:
+    """Layer, head and expert counts from config.json, each checked to be a positive int."""
+    layers = _count(config, LAYER_COUNT_KEYS, config_path)
+    heads = _count(config, HEAD_COUNT_KEYS, config_path)
+    kv = first_present(config, KV_HEAD_COUNT_KEYS)
+    kv_heads = heads if kv is None else _count(config, KV_HEAD_COUNT_KEYS, config_path)
+    experts = _count(config, arch.expert_count_keys, config_path) if arch.experts else 0
+    return ModelShape(layers, heads, kv_heads, experts, config_path)
+
+
+def _count(config: Mapping[str, Any], keys: tuple[str, ...], config_path: Path) -> int:
+    value = first_present(config, keys)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConvertError(f"{config_path}: expected a positive integer {keys[0]!r}, got {value!r}")
+    return value
+
+
+def plan_tensors(arch: Architecture, names: list[str], shape: ModelShape) -> list[Planned]:
+    """Every GGUF output of the checkpoint tensors `names`, in llama.cpp's order, checked
+    against the table and the config (missing or extra layers, expert counts)."""
+    singles: dict[str, Planned] = {}
+    experts: dict[tuple[int, int], dict[int, str]] = {}
+    order: list[tuple[str, Planned | int]] = []
+    for name in names:
+        match = _match(arch, name, shape)
+        if match is None:
+            continue
+        rule, bid, xid = match
+        if isinstance(rule, ExpertRule):
+            assert bid is not None and xid is not None
+            experts.setdefault((arch.experts.index(rule), bid), {})[xid] = name
+            order.append((name, bid))
+        else:
+            singles[name] = Planned(_gguf_name(rule.gguf, bid), (name,), rule, bid)
+            order.append((name, singles[name]))
+    _check_required(arch, singles, shape)
+    stacked = _stacked(arch, experts, shape)
+    return list(_in_order(order, stacked))
+
+
+def _match(
+    arch: Architecture, name: str, shape: ModelShape
+) -> tuple[TensorRule | ExpertRule, int | None, int | None] | None:
+    if name.endswith(arch.skipped):
+        return None
+    for pattern, rule in compiled_rules(arch):
+        found = pattern.match(name)
+        if found is None:
+            continue
+        groups = found.groupdict()
+        bid = int(groups["bid"]) if "bid" in groups else None
+        if bid is not None and bid >= shape.layers:
+            raise ConvertError(
+                f"tensor {name!r} is in layer {bid}, but {shape.config_path} says the model "
+                f"has {shape.layers} layers"
+            )
+        return rule, bid, int(groups["xid"]) if "xid" in groups else None
+    raise ConvertError(
+        f"tensor {name!r} matches nothing llama.cpp's {arch.gguf_arch} architecture has "
+        f"(read from {shape.config_path}); expected names such as {arch.tensors[0].hf!r}"
+    )
+
+
+def _gguf_name(template: str, bid: int | None) -> str:
+    return template if bid is None else template.replace(LAYER, str(bid))
+
+
+def _check_required(arch: Architecture, found: Mapping[str, Planned], shape: ModelShape) -> None:
+    present = {(planned.rule, planned.bid) for planned in found.values()}
+    for rule in arch.tensors:
+        if not rule.required:
+            continue
+        for bid in range(shape.layers) if rule.per_layer else (None,):
+            if (rule, bid) not in present:
+                hf = _gguf_name(rule.hf, bid)
+                raise ConvertError(
+                    f"tensor {hf!r} is missing: {shape.config_path} says the model has "
+                    f"{shape.layers} layers, and llama.cpp's {arch.gguf_arch} needs it"
+                )
+
+
+def _stacked(
+    arch: Architecture, experts: dict[tuple[int, int], dict[int, str]], shape: ModelShape
+) -> dict[int, list[Planned]]:
+    """Layer -> its stacked expert outputs, each checked to hold experts 0..n-1."""
+    by_layer: dict[int, list[Planned]] = {}
+    for bid in range(shape.layers if arch.experts else 0):
+        for index, rule in enumerate(arch.experts):
+            members = experts.get((index, bid), {})
+            if sorted(members) != list(range(shape.experts)):
+                raise ConvertError(
+                    f"layer {bid}: expected experts 0..{shape.experts - 1} of "
+                    f"{rule.hf.replace(LAYER, str(bid))!r} ({shape.config_path} says "
+                    f"{shape.experts} experts), found {sorted(members) or 'none'}"
+                )
+            sources = tuple(members[x] for x in range(shape.experts))
+            by_layer.setdefault(bid, []).append(
+                Planned(_gguf_name(rule.gguf, bid), sources, rule, bid)
+            )
+    return by_layer
+
+
+def _in_order(
+    order: list[tuple[str, Planned | int]], stacked: dict[int, list[Planned]]
+) -> Iterator[Planned]:
+    """Singles at their own place; a layer's stacked experts where its last expert appears."""
+    remaining = {bid: sum(len(p.sources) for p in group) for bid, group in stacked.items()}
+    for _, item in order:
+        if isinstance(item, Planned):
+            yield item
+            continue
+        remaining[item] -= 1
+        if remaining[item] == 0:
+            yield from stacked[item]
+
+
+def build_tensor(planned: Planned, params: Mapping[str, Tensor], shape: ModelShape) -> Tensor:
+    """The GGUF tensor `planned` before its type: stacked experts, or the rotary permutation."""
+    if isinstance(planned.rule, ExpertRule):
+        return ops.stack([params[name] for name in planned.sources], axis=0)
+    tensor = params[planned.sources[0]]
+    if planned.rule.rope:
+        heads = shape.heads if planned.rule.rope == "q" else shape.kv_heads
+        return unpermute_rotary(tensor, heads, planned.sources[0], shape)
+    return tensor
+
+
+def unpermute_rotary(tensor: Tensor, heads: int, name: str, shape: ModelShape) -> Tensor:
+    """Interleave the two rotary halves of each head of a q/k projection (rows = heads * dim),
+    as llama.cpp's converter does for Hugging Face llama checkpoints."""
+    rows = tensor.shape[0]
+    if rows % (2 * heads):
+        what = (
+            "num_attention_heads"
+            if name.endswith(("q_proj.weight", "q_proj.bias"))
+            else ("num_key_value_heads")
+        )
+        raise ConvertError(
+            f"tensor {name!r} has {rows} rows, which {what}={heads} from {shape.config_path} "
+            "does not divide into heads of two rotary halves"
+        )
+    rest = tensor.shape[1:]
+    split = tensor.reshape(heads, 2, rows // heads // 2, *rest)
+    axes = (0, 2, 1, *range(3, 3 + len(rest)))
+    return split.transpose(*axes).reshape(rows, *rest)
