@@ -83,6 +83,9 @@ _FALLBACKS = {"q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q
 _FLOAT_TYPES = ("float32", "float16", "bfloat16")
 _INPUT_TYPES = frozenset((*_FLOAT_TYPES, *BLOCK_SIZES))
 
+_RWKV_SMALL = ("first", "w0", "w1", "w2", "v0", "v1", "v2", "a0", "a1", "a2", "g1", "g2")
+_RWKV_SMALL += ("decay_w1", "decay_w2", "lerp_fused")
+
 # Tensors whose names contain one of these are copied as they are (small, or not matrices).
 _KEPT_SUBSTRINGS = (
     "_norm.weight",
@@ -95,21 +98,7 @@ _KEPT_SUBSTRINGS = (
     "shortconv.conv.weight",
     "indexer.k_proj.weight",
     "indexer.q_proj.weight",
-    "time_mix_first.weight",
-    "time_mix_w0.weight",
-    "time_mix_w1.weight",
-    "time_mix_w2.weight",
-    "time_mix_v0.weight",
-    "time_mix_v1.weight",
-    "time_mix_v2.weight",
-    "time_mix_a0.weight",
-    "time_mix_a1.weight",
-    "time_mix_a2.weight",
-    "time_mix_g1.weight",
-    "time_mix_g2.weight",
-    "time_mix_decay_w1.weight",
-    "time_mix_decay_w2.weight",
-    "time_mix_lerp_fused.weight",
+    *(f"time_mix_{part}.weight" for part in _RWKV_SMALL),
     "attn_rel_b.weight",
     ".position_embd",
     "sam.pos_embd",
