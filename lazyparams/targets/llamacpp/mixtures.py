@@ -83,8 +83,8 @@ _FALLBACKS = {"q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q
 _FLOAT_TYPES = ("float32", "float16", "bfloat16")
 _INPUT_TYPES = frozenset((*_FLOAT_TYPES, *BLOCK_SIZES))
 
-_RWKV_SMALL = ("first", "w0", "w1", "w2", "v0", "v1", "v2", "a0", "a1", "a2", "g1", "g2")
-_RWKV_SMALL += ("decay_w1", "decay_w2", "lerp_fused")
+_RWKV_SMALL: tuple[str, ...] = ("first", "w0", "w1", "w2", "v0", "v1", "v2", "a0", "a1", "a2")
+_RWKV_SMALL += ("g1", "g2", "decay_w1", "decay_w2", "lerp_fused")
 
 # Tensors whose names contain one of these are copied as they are (small, or not matrices).
 _KEPT_SUBSTRINGS = (
