@@ -231,7 +231,7 @@ def _step(part: str, expression: str) -> Step:
     if name not in _STEPS:
         close = difflib.get_close_matches(name, RECIPE_NAMES, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        known = ", ".join(_USAGE.get(n, n) for n in RECIPE_NAMES)
+        known = ", ".join([*(_USAGE.get(n, n) for n in RECIPE_NAMES), "gguf[:TYPE] (alone)"])
         raise ConvertError(
             f"unknown recipe {name!r} in {expression!r}{hint}; expected one of {known}, "
             "joined with '+', or a .py file defining transform(params)"

@@ -96,13 +96,16 @@ def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
 def _target(spec: Any) -> Target | None:
     if isinstance(spec, Target):
         return spec
-    if isinstance(spec, str) and spec.partition(":")[0].strip() == GGUF_RECIPE:
-        if "+" in spec:
-            raise ConvertError(
-                f"recipe 'gguf' writes llama.cpp's layout and composes with nothing; got {spec!r}"
-            )
-        return gguf_target(spec.partition(":")[2].strip() or None)
-    return None
+    if not isinstance(spec, str) or spec.endswith(".py"):
+        return None
+    parts = [part.strip().partition(":") for part in spec.split("+")]
+    if all(name != GGUF_RECIPE for name, _, _ in parts):
+        return None
+    if len(parts) > 1:
+        raise ConvertError(
+            f"recipe 'gguf' writes llama.cpp's layout and composes with nothing; got {spec!r}"
+        )
+    return gguf_target(parts[0][2].strip() or None)
 
 
 def _bind_target(target: Target, folder: ModelFolder, source: CheckpointSource) -> ResolvedSpec:

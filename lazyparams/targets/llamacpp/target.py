@@ -137,14 +137,16 @@ def output_dtypes(
 
     listed = [(name, built[name].shape, dtype) for name, dtype in chosen.items()]
     shape = model.shape
-    return mixtures.tensor_types(
+    types: dict[str, str] = mixtures.tensor_types(
         model.out.name,
         listed,
         n_head=shape.heads,
         n_head_kv=shape.kv_heads,
         n_expert=shape.experts,
         n_layer=shape.layers,
+        arch=model.arch.gguf_arch,
     )
+    return types
 
 
 def _keep_f32(planned: Planned) -> bool:
