@@ -13,10 +13,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from hf_fixtures import SHAPES, config_of, random_weights, write_checkpoint, write_model  # noqa: E402
+from hf_fixtures import SHAPES, config_of, random_weights, write_checkpoint, write_model
 
-import lazyparams  # noqa: E402
-from lazyparams.errors import LazyParamsError  # noqa: E402
+import lazyparams
+from lazyparams.errors import LazyParamsError
 
 
 def _permuted(w: np.ndarray, heads: int) -> np.ndarray:
