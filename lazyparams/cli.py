@@ -25,13 +25,17 @@ from lazyparams.engine.compile import STAGES, stage, trace_transform
 from lazyparams.engine.demo import DEMO_RECIPE, LlamaShape, run_demo
 from lazyparams.engine.journal import work_dir
 from lazyparams.engine.plan import opened
-from lazyparams.engine.recipes import RECIPE_NAMES, load_spec
+from lazyparams.engine.recipes import RECIPE_NAMES
+from lazyparams.engine.specs import resolve_spec, spec_with_options
 from lazyparams.errors import LazyParamsError
 from lazyparams.io import SINK_FORMATS
 
 _SPEC_HELP = (
     "a Python file defining transform(params), or built-in recipes joined with '+': "
-    f"{', '.join(RECIPE_NAMES)} (e.g. fuse-qkv+cast:float16, quantize-int4:64)"
+    f"{', '.join(RECIPE_NAMES)} (e.g. fuse-qkv+cast:float16, quantize-int4:64); or, alone, "
+    "gguf[:TYPE]: a Hugging Face model folder to the GGUF file llama.cpp loads (TYPE: f32, f16, "
+    "bf16, q8_0, auto (the default: bf16 or f16 as the checkpoint), or a llama-quantize type "
+    "such as Q4_K_M)"
 )
 
 
@@ -76,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
 def _spec_and_source(command: argparse.ArgumentParser) -> None:
     command.add_argument("spec", metavar="SPEC", help=_SPEC_HELP)
     command.add_argument("src", metavar="SRC", help="the checkpoint to read (file or folder)")
+    command.add_argument(
+        "--gguf-pre",
+        metavar="NAME",
+        help="gguf: the BPE pre-tokenizer's name, where the model folder's is not a known one",
+    )
 
 
 def _memory_options(command: argparse.ArgumentParser) -> None:
@@ -151,7 +160,8 @@ def _demo_parser(commands: Any) -> None:
 
 
 def _run_plan(args: argparse.Namespace, out: Console) -> int:
-    the_plan = plan(args.spec, args.src, budget=args.budget, workers=args.workers)
+    spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
+    the_plan = plan(spec, args.src, budget=args.budget, workers=args.workers)
     if args.json:
         print(json.dumps(the_plan.summary(), indent=2))
     else:
@@ -165,7 +175,7 @@ def _run_plan(args: argparse.Namespace, out: Console) -> int:
 
 def _run_convert(args: argparse.Namespace, out: Console) -> int:
     report = convert(
-        args.spec,
+        spec_with_options(args.spec, gguf_pre=args.gguf_pre),
         args.src,
         args.dst,
         budget=args.budget,
@@ -183,8 +193,9 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
 
 
 def _run_show(args: argparse.Namespace, out: Console) -> int:
-    fn = load_spec(args.spec)
+    spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
     with opened(args.src) as source:
+        fn = resolve_spec(spec, source, args.src).fn
         text = stage(trace_transform(fn, source), args.stage).script()
     sys.stdout.write(text)
     return 0
@@ -228,6 +239,7 @@ def plan_table(the_plan: Plan) -> Table:
     ratio = the_plan.eager_peak_bytes / max(the_plan.predicted_peak_bytes, 1)
     rows = [
         ("source", f"{the_plan.source} ({the_plan.source_tensors} tensors)"),
+        *the_plan.target,
         ("reads", f"{len(the_plan.inputs)} tensors, {format_bytes(the_plan.bytes_in)}"),
         ("writes", f"{len(the_plan.outputs)} tensors, {format_bytes(the_plan.bytes_out)}"),
         ("eager peak", f"{format_bytes(the_plan.eager_peak_bytes)} (everything in memory)"),

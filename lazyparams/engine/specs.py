@@ -77,6 +77,16 @@ def gguf_target(type_name: str | None = None, pre: str | None = None) -> Target:
     return GGUFTarget(type_name or DEFAULT_TYPE, pre)
 
 
+def spec_with_options(spec: str, *, gguf_pre: str | None = None) -> Any:
+    """SPEC as the CLI gives it, with the options that belong to one recipe (`--gguf-pre`)."""
+    if gguf_pre is None:
+        return spec
+    target = _target(spec)
+    if target is None:
+        raise ConvertError(f"--gguf-pre applies to the gguf recipe, not to {spec!r}")
+    return gguf_target(getattr(target, "type_name", None), gguf_pre)
+
+
 def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
     """Bind SPEC to the model folder of `src` (a path; else the folder of the source's path)."""
     folder = model_folder(src, source)
