@@ -8,8 +8,9 @@ and the io layer only.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 
@@ -17,6 +18,8 @@ from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo, open_binary
 from lazyparams.io.dtypes import numpy_dtype
 from lazyparams.io.filemap import map_array, write_array_at
+from lazyparams.io.gguf_metadata import GGUFMetadata, check_metadata
+from lazyparams.io.gguf_split import SplitPosition, plan_parts, split_position
 from lazyparams.io.partial import rows_offset
 from lazyparams.io.staging import Staging
 
@@ -36,14 +39,24 @@ _READ_ERRORS = (ValueError, KeyError, IndexError, TypeError, OSError)
 
 
 class GGUFSource(SourceBase):
-    """A GGUF file; names list every tensor, but quantized ones are refused by info and load."""
+    """A GGUF file; names list every tensor, but quantized ones are refused by info and load.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    A part of a split set is refused (its tensors are only some of the model's) unless
+    `split_part` is set, as the split source does; `split` says where the part stands.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, split_part: bool = False) -> None:
         self.path = str(path)
         try:
             reader = GGUFReader(path, "r")
         except _READ_ERRORS as err:
             raise CheckpointError(f"{self.path}: not a readable GGUF file: {err}") from None
+        self.split: SplitPosition | None = split_position(reader.fields, self.path)
+        if self.split is not None and self.split.count > 1 and not split_part:
+            raise CheckpointError(
+                f"{self.path}: part {self.split.no + 1} of {self.split.count} of a split GGUF; "
+                "expected it opened with open_source, which reads every part"
+            )
         if reader.byte_order != "I":
             raise CheckpointError(
                 f"{self.path}: byte-swapped (big-endian) GGUF is not supported; "
@@ -96,29 +109,47 @@ class GGUFSource(SourceBase):
 class GGUFSink(SinkBase):
     """A GGUF file whose header and tensor table are written up front; data lands by offset.
 
-    A 0-d tensor is stored with the single dimension 1, as ggml has no 0-d tensors; it reads
-    back with shape (1,).
+    `metadata` (key -> `gguf.GGUFValue` or plain value, see `check_metadata`) is written in
+    order after general.architecture (from `metadata`, else `arch`). With `shard_size`, the
+    output is llama.cpp's split layout when it needs more than one part (see `plan_parts`);
+    every part is published together. A 0-d tensor is stored with the single dimension 1, as
+    ggml has no 0-d tensors; it reads back with shape (1,).
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], infos: Sequence[TensorInfo], *, arch: str = "unknown"
+        self,
+        path: str | os.PathLike[str],
+        infos: Sequence[TensorInfo],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        arch: str | None = None,
+        shard_size: int | None = None,
     ) -> None:
         for info in infos:
             if info.dtype not in DTYPE_TO_GGML:
                 raise CheckpointError(
                     f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}"
                 )
+        header = check_metadata(metadata, arch=arch, where=str(path))
         super().__init__(str(path), infos)
+        self.parts = plan_parts(Path(path), list(self.infos.values()), shard_size, header)
         self._staging = Staging()
-        self._fd = -1
+        self._fds: list[int] = []
+        self._where: dict[str, tuple[int, int]] = {}
         try:
-            self._lay_out(self._staging.new_file(Path(path)), infos, arch)
+            for part in self.parts:
+                self._lay_out(self._staging.new_file(part.path), part.infos, part.metadata)
         except BaseException:
             self.abort()
             raise
 
-    def _lay_out(self, temp: Path, infos: Sequence[TensorInfo], arch: str) -> None:
-        writer = GGUFWriter(temp, arch)
+    @property
+    def files(self) -> list[Path]:
+        """The final paths this sink publishes, in part order."""
+        return [part.path for part in self.parts]
+
+    def _lay_out(self, temp: Path, infos: Sequence[TensorInfo], metadata: GGUFMetadata) -> None:
+        writer = metadata.writer(temp)
         for info in infos:
             dtype, ggml = numpy_dtype(info.dtype), DTYPE_TO_GGML[info.dtype]
             shape = info.shape or (1,)
@@ -129,29 +160,29 @@ class GGUFSink(SinkBase):
         assert writer.fout is not None
         cursor = GGUFWriter.ggml_pad(writer.fout[0].tell(), writer.data_alignment)
         writer.close()
-        self._offsets: dict[str, int] = {}
+        fd = os.open(temp, os.O_RDWR)
+        self._fds.append(fd)
         for info in infos:
-            self._offsets[info.name] = cursor
+            self._where[info.name] = (fd, cursor)
             cursor += GGUFWriter.ggml_pad(info.nbytes, writer.data_alignment)
-        self._fd = os.open(temp, os.O_RDWR)
-        os.ftruncate(self._fd, cursor)
+        os.ftruncate(fd, cursor)
 
     def _store(self, name: str, array: Array) -> None:
-        write_array_at(self._fd, array, self._offsets[name])
+        fd, offset = self._where[name]
+        write_array_at(fd, array, offset)
 
     def _store_rows(self, name: str, start: int, block: Array) -> None:
-        offset = self._offsets[name] + rows_offset(self.infos[name], start)
-        write_array_at(self._fd, block, offset)
+        fd, offset = self._where[name]
+        write_array_at(fd, block, offset + rows_offset(self.infos[name], start))
 
     def _commit(self) -> None:
-        self._close_fd()
+        self._close_fds()
         self._staging.commit()
 
     def _discard(self) -> None:
-        self._close_fd()
+        self._close_fds()
         self._staging.discard()
 
-    def _close_fd(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+    def _close_fds(self) -> None:
+        while self._fds:
+            os.close(self._fds.pop())
