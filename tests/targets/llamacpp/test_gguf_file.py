@@ -1,0 +1,91 @@
+"""Whole GGUF files from the gguf recipe, read back with gguf-py: names, shapes, types, metadata."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from hf_fixtures import write_model
+from tokenizer_fixtures import write_bpe_tokenizer, write_sentencepiece_tokenizer
+
+import lazyparams
+from lazyparams.targets.llamacpp.target import GGUFTarget
+
+gguf = pytest.importorskip("gguf")
+pytest.importorskip("sentencepiece", reason="the llamacpp extra (sentencepiece) is not installed")
+pytest.importorskip("tokenizers", reason="the llamacpp extra (tokenizers) is not installed")
+
+BPE = {"qwen2", "qwen3"}
+
+
+@pytest.fixture(scope="module")
+def tokenizers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, int]]:
+    """One trained tokenizer per kind, copied into each model folder."""
+    root = tmp_path_factory.mktemp("tokenizers")
+    spm = root / "spm"
+    bpe = root / "bpe"
+    return {
+        "spm": (spm, write_sentencepiece_tokenizer(spm, 400)),
+        "bpe": (bpe, write_bpe_tokenizer(bpe, 400, "qwen2")),
+    }
+
+
+def _model(tmp_path: Path, kind: str, tokenizers: dict[str, tuple[Path, int]]) -> Path:
+    source, vocab = tokenizers["bpe" if kind in BPE else "spm"]
+    folder = write_model(tmp_path / f"tiny-{kind}", kind, vocab=vocab)
+    for file in source.iterdir():
+        (folder / file.name).write_bytes(file.read_bytes())
+    return folder
+
+
+def _fields(reader: Any) -> dict[str, Any]:
+    return {name: field.contents() for name, field in reader.fields.items()}
+
+
+@pytest.mark.parametrize("kind", ["llama", "mistral", "qwen2", "qwen3", "mixtral"])
+def test_file_has_llamacpp_metadata_and_tensors(
+    tmp_path: Path, kind: str, tokenizers: dict[str, tuple[Path, int]]
+) -> None:
+    folder = _model(tmp_path, kind, tokenizers)
+    spec = GGUFTarget("f16", pre="qwen2" if kind in BPE else None)
+    expected: dict[str, Any] = {}
+    lazyparams.convert(spec, folder, expected, progress=False)
+    dst = tmp_path / "out.gguf"
+    lazyparams.convert(spec, folder, dst, progress=False)
+    reader = gguf.GGUFReader(dst)
+    fields = _fields(reader)
+    arch = "qwen2" if kind == "qwen2" else "qwen3" if kind == "qwen3" else "llama"
+    assert list(fields)[3] == "general.architecture"  # after the three header fields
+    assert fields["general.architecture"] == arch
+    assert fields["general.type"] == "model"
+    assert fields["general.name"] == f"tiny-{kind}"
+    assert fields["general.file_type"] == 1
+    assert fields["general.quantization_version"] == 2
+    assert fields[f"{arch}.block_count"] == 2
+    assert fields[f"{arch}.embedding_length"] == 64
+    assert fields[f"{arch}.attention.head_count"] == 4
+    assert fields[f"{arch}.attention.head_count_kv"] == 2
+    assert fields[f"{arch}.context_length"] == 2048
+    assert fields["tokenizer.ggml.model"] == ("gpt2" if kind in BPE else "llama")
+    assert (
+        len(fields["tokenizer.ggml.tokens"]) == fields.get(f"{arch}.vocab_size", 400) or kind in BPE
+    )
+    if kind == "mixtral":
+        assert fields["llama.expert_count"] == 4
+        assert fields["llama.expert_used_count"] == 2
+    if arch == "llama":
+        assert fields["llama.rope.dimension_count"] == 16
+    if kind == "qwen3":
+        assert fields["qwen3.attention.key_length"] == 32
+    names = [tensor.name for tensor in reader.tensors]
+    assert names == list(expected)
+    for tensor in reader.tensors:
+        want = expected[tensor.name]
+        assert tuple(int(d) for d in reversed(tensor.shape.tolist())) == want.shape
+        assert np.array_equal(np.asarray(tensor.data).reshape(want.shape), want)
