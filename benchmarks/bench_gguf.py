@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scratch", type=Path, help="where outputs go (default: a temp folder)")
     args = parser.parse_args(argv)
     print(
-        "| model | type | tool | wall s | wall ÷ lazyparams | peak RSS MiB | peak ÷ lazyparams | note |"
+        "| model | type | tool | wall s | wall ÷ lazyparams | peak RSS MiB "
+        "| peak ÷ lazyparams | note |"
     )
     print("|---|---|---|---|---|---|---|---|")
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="bench-gguf-"))
