@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,12 +98,15 @@ def convert(
     resume: bool = False,
     progress: bool = True,
     workers: int = 1,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Report:
     """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
 
     `transform` and `src` are as for `plan`. `dst` is a path (safetensors unless its extension
     or `format` names npz, npy or gguf; `shard_size` splits safetensors into shards with an
-    index), a dict that receives the outputs, or a sink. `budget` refuses the run if the
+    index, and GGUF into llama.cpp's split parts), a dict that receives the outputs, or a sink.
+    `metadata` (GGUF output only) holds the key/value pairs written to the file (see
+    `lazyparams.io.GGUFSink`). `budget` refuses the run if the
     predicted peak exceeds it. Output appears at `dst` only when complete; a safetensors run
     that is interrupted (or fails) keeps its work beside `dst`, and `resume=True` continues it,
     computing only the missing outputs, to a byte-identical result. `workers` > 1 runs that
@@ -119,7 +122,9 @@ def convert(
     with opened(src) as source:
         traced = trace_transform(fn, source)
         outputs = output_infos(traced)
-        target = destination(dst, outputs, format=format, shard_size=shard, resume=resume)
+        target = destination(
+            dst, outputs, format=format, shard_size=shard, resume=resume, metadata=metadata
+        )
         job = job_description(traced.script(), source, outputs, target)
         target.prepare(job)
         missing = [info.name for info in outputs if info.name not in target.done]
