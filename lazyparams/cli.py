@@ -28,7 +28,8 @@ from lazyparams.engine.plan import opened
 from lazyparams.engine.recipes import RECIPE_NAMES
 from lazyparams.engine.specs import resolve_spec, spec_with_options
 from lazyparams.errors import LazyParamsError
-from lazyparams.io import SINK_FORMATS
+from lazyparams.io import SINK_FORMATS, read_gguf_metadata
+from lazyparams.io.gguf_metadata_text import METADATA_SPELLING, parse_metadata_item
 
 _SPEC_HELP = (
     "a Python file defining transform(params), or built-in recipes joined with '+': "
@@ -53,6 +54,13 @@ def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return int(text)
+
+
+def _metadata_item(text: str) -> tuple[str, Any]:
+    try:
+        return parse_metadata_item(text)
+    except LazyParamsError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _version() -> str:
@@ -125,9 +133,32 @@ def _convert_parser(commands: Any) -> None:
         choices=SINK_FORMATS,
         help="output format (default: from DST's extension, else safetensors)",
     )
-    command.add_argument("--shard-size", type=_size, help="split safetensors into shards")
+    command.add_argument(
+        "--shard-size",
+        type=_size,
+        help="split safetensors into shards, or GGUF into llama.cpp's NAME-0000K-of-0000N.gguf",
+    )
     command.add_argument("--resume", action="store_true", help="continue an interrupted run")
     command.add_argument("--no-progress", action="store_true", help="draw no progress bars")
+    _metadata_options(command)
+
+
+def _metadata_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--metadata",
+        action="append",
+        type=_metadata_item,
+        metavar="KEY[:TYPE]=VALUE",
+        help=f"a GGUF metadata pair (repeatable): {METADATA_SPELLING}; untyped values are "
+        "true/false (bool), integers (u32, else i64), decimals (f32), JSON lists or strings; "
+        "e.g. llama.context_length:u32=4096 general.name=Mine 'general.tags:str[]=[\"a\"]'",
+    )
+    command.add_argument(
+        "--metadata-from",
+        metavar="FILE.gguf",
+        help="copy every metadata pair of this GGUF, types kept (not its split.* keys); "
+        "--metadata overrides it",
+    )
 
 
 def _show_parser(commands: Any) -> None:
@@ -184,12 +215,24 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
         resume=args.resume,
         progress=not args.no_progress,
         workers=args.workers,
+        metadata=_metadata(args),
     )
     if args.json:
         print(json.dumps(report.summary(), indent=2))
     else:
         out.print(report_table(report))
     return 0
+
+
+def _metadata(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The GGUF metadata the options ask for: --metadata-from's pairs, then --metadata's."""
+    if args.metadata_from is None and not args.metadata:
+        return None
+    pairs: dict[str, Any] = {}
+    if args.metadata_from is not None:
+        pairs.update(read_gguf_metadata(args.metadata_from))
+    pairs.update(args.metadata or [])
+    return pairs
 
 
 def _run_show(args: argparse.Namespace, out: Console) -> int:

@@ -12,7 +12,7 @@ import gc
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,8 @@ from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers
 from lazyparams.engine.progress import Bars, Counter
 from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
 from lazyparams.engine.sizes import size_or_none
-from lazyparams.engine.specs import resolve_spec
-from lazyparams.io import CheckpointSource
+from lazyparams.engine.specs import ResolvedSpec, resolve_spec
+from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.runtime import MemoryStats, VirtualMachine
 from lazyparams.runtime.parallel import ParallelRunner
 
@@ -100,12 +100,15 @@ def convert(
     resume: bool = False,
     progress: bool = True,
     workers: int = 1,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Report:
     """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
 
     `transform` and `src` are as for `plan`. `dst` is a path (safetensors unless its extension
     or `format` names npz, npy or gguf; `shard_size` splits safetensors into shards with an
-    index), a dict that receives the outputs, or a sink. `budget` refuses the run if the
+    index, and GGUF into llama.cpp's split parts), a dict that receives the outputs, or a sink.
+    `metadata` (GGUF output only) holds the key/value pairs written to the file (see
+    `lazyparams.io.GGUFSink`). `budget` refuses the run if the
     predicted peak exceeds it. Output appears at `dst` only when complete; a safetensors run
     that is interrupted (or fails) keeps its work beside `dst`, and `resume=True` continues it,
     computing only the missing outputs, to a byte-identical result. `workers` > 1 runs that
@@ -122,7 +125,10 @@ def convert(
         traced = trace_transform(resolved.fn, source)
         outputs = output_infos(traced)
         chosen = format or _target_format(resolved.output_format, dst)
-        target = destination(dst, outputs, format=chosen, shard_size=shard, resume=resume)
+        meta = _metadata(resolved, outputs, metadata, chosen, dst)
+        target = destination(
+            dst, outputs, format=chosen, shard_size=shard, resume=resume, metadata=meta
+        )
         job = job_description(traced.script(), source, outputs, target)
         target.prepare(job)
         missing = [info.name for info in outputs if info.name not in target.done]
@@ -140,6 +146,24 @@ def convert(
         discarded = target.has_partial and not target.resuming
         run = _write(the_plan, source, target, job, progress)
     return _report(the_plan, target, run, discarded, time.perf_counter() - started)
+
+
+def _metadata(
+    resolved: ResolvedSpec,
+    outputs: Sequence[TensorInfo],
+    given: Mapping[str, Any] | None,
+    chosen: str | None,
+    dst: Any,
+) -> Mapping[str, Any] | None:
+    """The SPEC's metadata for a GGUF file, overridden by the caller's (`given`)."""
+    is_gguf = chosen == "gguf" or (
+        chosen is None and isinstance(dst, str | os.PathLike) and Path(dst).suffix == ".gguf"
+    )
+    if not is_gguf:
+        return given
+    merged = resolved.metadata(outputs)
+    merged.update(given or {})
+    return merged or None
 
 
 def _target_format(output_format: str | None, dst: Any) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,20 @@ from lazyparams.engine.output import (
     resumable_done,
 )
 from lazyparams.errors import ConvertError
-from lazyparams.io import SINK_FORMATS, CheckpointSink, DictSink, TensorInfo, open_sink, plan_shards
+from lazyparams.io import (
+    SINK_FORMATS,
+    CheckpointSink,
+    DictSink,
+    TensorInfo,
+    check_gguf_metadata,
+    open_sink,
+    plan_gguf_parts,
+    plan_shards,
+)
 
 SAFETENSORS = "safetensors"
+GGUF = "gguf"
+_SHARDABLE = (SAFETENSORS, GGUF)
 _BY_SUFFIX = {".npz": "npz", ".gguf": "gguf"}
 JOB_VERSION = 1
 
@@ -41,6 +52,7 @@ class Destination:
     format: str = SAFETENSORS
     shard_size: int | None = None
     resume: bool = False
+    metadata: Mapping[str, Any] | None = None
     done: set[str] = field(default_factory=set)
     resuming: bool = False
 
@@ -55,6 +67,10 @@ class Destination:
             return []
         if self.format == SAFETENSORS:
             return published_files(plan_shards(self.path, self.outputs, self.shard_size))
+        if self.format == GGUF:
+            header = check_gguf_metadata(self.metadata, where=str(self.path))
+            parts = plan_gguf_parts(self.path, self.outputs, self.shard_size, header)
+            return [part.path for part in parts]
         return [self.path]
 
     @property
@@ -84,8 +100,14 @@ class Destination:
             return SinkOutput(self.target, [])  # type: ignore[arg-type]
         if self.format == SAFETENSORS:
             return StagedSafetensors(self.path, self.outputs, self.shard_size, job, self.resuming)
-        sink = open_sink(self.path, self.outputs, format=self.format)
-        return SinkOutput(sink, [str(self.path)])
+        sink = open_sink(
+            self.path,
+            self.outputs,
+            format=self.format,
+            shard_size=self.shard_size,
+            metadata=self.metadata,
+        )
+        return SinkOutput(sink, [str(file) for file in self.files()])
 
 
 class DictOutput(SinkOutput):
@@ -108,17 +130,28 @@ def destination(
     format: str | None,
     shard_size: int | None,
     resume: bool,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Destination:
-    """Check DST and its options (nothing is created) and describe the destination."""
+    """Check DST and its options (nothing is created) and describe the destination.
+
+    GGUF metadata is checked here too, so a bad pair is refused before any data is read.
+    """
     if isinstance(dst, str | os.PathLike):
         path = Path(dst)
         chosen = _format(path, format)
-        if shard_size is not None and chosen != SAFETENSORS:
-            raise ConvertError(f"shard_size: sharding is for safetensors output, not {chosen}")
+        if shard_size is not None and chosen not in _SHARDABLE:
+            raise ConvertError(
+                f"shard_size: sharding is for safetensors and gguf output, not {chosen}"
+            )
         if resume and chosen != SAFETENSORS:
             raise ConvertError(f"resume: only safetensors output is resumable, not {chosen}")
-        return Destination(path, tuple(outputs), chosen, shard_size, resume)
-    for name, value in (("format", format), ("shard_size", shard_size), ("resume", resume)):
+        if metadata is not None and chosen != GGUF:
+            raise ConvertError(f"metadata: key/value metadata is for gguf output, not {chosen}")
+        if metadata is not None:
+            check_gguf_metadata(metadata, where=str(path))
+        return Destination(path, tuple(outputs), chosen, shard_size, resume, metadata)
+    options = (("format", format), ("shard_size", shard_size), ("resume", resume))
+    for name, value in (*options, ("metadata", metadata)):
         if value:
             raise ConvertError(f"{name}: applies to a destination path, got a {type(dst).__name__}")
     if isinstance(dst, MutableMapping):

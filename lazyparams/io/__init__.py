@@ -1,7 +1,8 @@
 """Checkpoint formats: sources that list and load tensors one at a time, sinks that stream.
 
-safetensors (single or sharded), .npz, folders of .npy, GGUF and zip-format torch files; every
-error is a CheckpointError naming the file. Imports numpy, ml_dtypes, gguf and lazyparams.errors.
+safetensors (single or sharded), .npz, folders of .npy, GGUF (single or split, with metadata)
+and zip-format torch files; every error is a CheckpointError naming the file. Imports numpy,
+ml_dtypes, gguf and lazyparams.errors.
 """
 
 from lazyparams.io.base import (
@@ -15,6 +16,9 @@ from lazyparams.io.base import (
 from lazyparams.io.detect import SINK_FORMATS, open_sink, open_source
 from lazyparams.io.dtypes import DTYPE_NAMES, dtype_name, numpy_dtype
 from lazyparams.io.gguf_format import GGUFSink, GGUFSource
+from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata, read_gguf_metadata
+from lazyparams.io.gguf_split import GGUFPart, plan_gguf_parts
+from lazyparams.io.gguf_split_source import GGUFSplitSource
 from lazyparams.io.memory import DictSink, DictSource
 from lazyparams.io.numpy_sink import NpyFolderSink, NpzSink
 from lazyparams.io.numpy_source import NpyFolderSource, NpzSource
@@ -30,8 +34,11 @@ __all__ = [
     "CheckpointSource",
     "DictSink",
     "DictSource",
+    "GGUFMetadata",
+    "GGUFPart",
     "GGUFSink",
     "GGUFSource",
+    "GGUFSplitSource",
     "NpyFolderSink",
     "NpyFolderSource",
     "NpzSink",
@@ -44,9 +51,12 @@ __all__ = [
     "TensorInfo",
     "TorchSource",
     "check_declared",
+    "check_gguf_metadata",
     "dtype_name",
     "numpy_dtype",
     "open_sink",
     "open_source",
+    "plan_gguf_parts",
     "plan_shards",
+    "read_gguf_metadata",
 ]

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import CheckpointSink, CheckpointSource, TensorInfo, open_binary
-from lazyparams.io.gguf_format import GGUFSink, GGUFSource
+from lazyparams.io.gguf_format import GGUFSink
+from lazyparams.io.gguf_split_source import open_gguf, open_gguf_folder
 from lazyparams.io.numpy_sink import NpyFolderSink, NpzSink
 from lazyparams.io.numpy_source import NpyFolderSource, NpzSource
 from lazyparams.io.safetensors_sink import SafetensorsSink
@@ -24,7 +26,7 @@ from lazyparams.io.torch_source import TorchSource
 Opener = Callable[[Path], CheckpointSource]
 _BY_SUFFIX: dict[str, Opener] = {
     ".safetensors": SafetensorsSource,
-    ".gguf": GGUFSource,
+    ".gguf": open_gguf,
     ".bin": TorchSource,
     ".pt": TorchSource,
     ".pth": TorchSource,
@@ -38,7 +40,8 @@ def open_source(path: str | os.PathLike[str]) -> CheckpointSource:
     """Open a checkpoint file or folder, detecting its format.
 
     A folder is read through its `*.index.json` if it has one (safetensors first), else its single
-    .safetensors / .gguf / .bin / .pt / .pth / .npz file, else its .npy files.
+    .safetensors / .gguf / .bin / .pt / .pth / .npz file (or the parts of one split GGUF), else
+    its .npy files. A part of a split GGUF opens the whole set.
     """
     target = Path(path)
     if target.is_dir():
@@ -56,6 +59,8 @@ def _open_folder(folder: Path) -> CheckpointSource:
         return ShardedSource(indexes[0], open_source)
     for suffix, opener in _BY_SUFFIX.items():
         files = sorted(folder.glob(f"*{suffix}"))
+        if len(files) > 1 and suffix == ".gguf":
+            return open_gguf_folder(folder, files)
         if len(files) > 1:
             names = ", ".join(f.name for f in files[:4])
             raise CheckpointError(f"{folder}: several {suffix} files ({names}) and no index")
@@ -71,7 +76,7 @@ def _sniff(path: Path) -> Opener:
     with open_binary(str(path)) as fp:
         head = fp.read(9)
     if head.startswith(b"GGUF"):
-        return GGUFSource
+        return open_gguf
     if head.startswith(b"PK\x03\x04"):
         with zipfile.ZipFile(path) as archive:
             is_torch = any(n.rsplit("/", 1)[-1] == "data.pkl" for n in archive.namelist())
@@ -89,10 +94,12 @@ def open_sink(
     infos: Sequence[TensorInfo],
     format: str | None = None,
     shard_size: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> CheckpointSink:
     """A sink for `infos` at `path`, in `format` or the one the extension names.
 
-    `format` is one of SINK_FORMATS; `shard_size` (bytes per shard) is for safetensors only.
+    `format` is one of SINK_FORMATS; `shard_size` (bytes per shard or part) is for safetensors
+    and GGUF; `metadata` (key/value pairs, see `GGUFSink`) for GGUF only.
     """
     chosen = format or _SINK_SUFFIXES.get(Path(path).suffix)
     if chosen is None and shard_size is not None:
@@ -102,8 +109,12 @@ def open_sink(
             f"{path}: cannot tell the output format from the name; pass format= one of "
             f"{', '.join(SINK_FORMATS)}"
         )
-    if shard_size is not None and chosen != "safetensors":
-        raise CheckpointError(f"{path}: sharding is only supported for safetensors, not {chosen}")
+    if shard_size is not None and chosen not in ("safetensors", "gguf"):
+        raise CheckpointError(
+            f"{path}: sharding is only supported for safetensors and gguf, not {chosen}"
+        )
+    if metadata is not None and chosen != "gguf":
+        raise CheckpointError(f"{path}: metadata is only written to gguf, not {chosen}")
     if chosen == "safetensors":
         return SafetensorsSink(path, infos, max_shard_size=shard_size)
     if chosen == "npz":
@@ -111,5 +122,5 @@ def open_sink(
     if chosen == "npy":
         return NpyFolderSink(path, infos)
     if chosen == "gguf":
-        return GGUFSink(path, infos)
+        return GGUFSink(path, infos, metadata=metadata, shard_size=shard_size)
     raise CheckpointError(f"{path}: unknown format {chosen!r}; expected one of {SINK_FORMATS}")

@@ -18,8 +18,8 @@ from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo, open_binary
 from lazyparams.io.dtypes import numpy_dtype
 from lazyparams.io.filemap import map_array, write_array_at
-from lazyparams.io.gguf_metadata import GGUFMetadata, check_metadata
-from lazyparams.io.gguf_split import SplitPosition, plan_parts, split_position
+from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata
+from lazyparams.io.gguf_split import SplitPosition, plan_gguf_parts, split_position
 from lazyparams.io.partial import rows_offset
 from lazyparams.io.staging import Staging
 
@@ -109,9 +109,9 @@ class GGUFSource(SourceBase):
 class GGUFSink(SinkBase):
     """A GGUF file whose header and tensor table are written up front; data lands by offset.
 
-    `metadata` (key -> `gguf.GGUFValue` or plain value, see `check_metadata`) is written in
+    `metadata` (key -> `gguf.GGUFValue` or plain value, see `check_gguf_metadata`) is written in
     order after general.architecture (from `metadata`, else `arch`). With `shard_size`, the
-    output is llama.cpp's split layout when it needs more than one part (see `plan_parts`);
+    output is llama.cpp's split layout when it needs more than one part (see `plan_gguf_parts`);
     every part is published together. A 0-d tensor is stored with the single dimension 1, as
     ggml has no 0-d tensors; it reads back with shape (1,).
     """
@@ -130,13 +130,13 @@ class GGUFSink(SinkBase):
                 raise CheckpointError(
                     f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}"
                 )
-        header = check_metadata(metadata, arch=arch, where=str(path))
+        header = check_gguf_metadata(metadata, arch=arch, where=str(path))
         super().__init__(str(path), infos)
-        self.parts = plan_parts(Path(path), list(self.infos.values()), shard_size, header)
         self._staging = Staging()
         self._fds: list[int] = []
         self._where: dict[str, tuple[int, int]] = {}
         try:
+            self.parts = plan_gguf_parts(Path(path), list(self.infos.values()), shard_size, header)
             for part in self.parts:
                 self._lay_out(self._staging.new_file(part.path), part.infos, part.metadata)
         except BaseException:

@@ -1,9 +1,9 @@
 """GGUF key/value metadata: typing plain Python values as GGUF types, checking, reading back.
 
-A value is either a `gguf.GGUFValue` (its exact GGUF type) or a plain value typed by the rules of
-`typed_value`. `check_metadata` turns a mapping into the header of one file, refusing bad keys
-and values before anything is written; `read_metadata` gives an existing file's pairs with their
-types. Imports numpy, gguf and the io layer only.
+A value is either a `gguf.GGUFValue` (its exact GGUF type) or a plain value typed by the rules
+of `typed_value`. `check_gguf_metadata` turns a mapping into the header of one file, refusing bad
+keys and values before anything is written; `read_gguf_metadata` gives an existing file's pairs
+with their types. Imports numpy, gguf and the io layer only.
 """
 
 from __future__ import annotations
@@ -59,14 +59,14 @@ class GGUFMetadata:
         """A GGUFWriter for `path` holding exactly these pairs, in order, and the alignment."""
         writer = GGUFWriter(path, self.arch or "")
         if self.arch is None:
-            del writer.kv_data[0][ARCH_KEY]  # the writer always adds it; this file has none
+            writer.kv_data[0].pop(ARCH_KEY, None)  # this file has none, whatever the writer did
         for key, value in self.values.items():
             writer.add_key_value(key, value.value, value.type, value.sub_type)
         writer.data_alignment = self.alignment
         return writer
 
 
-def check_metadata(
+def check_gguf_metadata(
     metadata: Mapping[str, Any] | None, *, arch: str | None = None, where: str = "GGUF"
 ) -> GGUFMetadata:
     """The header for `metadata`, every key and value checked; `where` (a path) starts errors.
@@ -242,7 +242,7 @@ def scalar(item: Any, kind: GGUFValueType) -> Any:
 # Reading -------------------------------------------------------------------------------------
 
 
-def read_metadata(
+def read_gguf_metadata(
     path: str | os.PathLike[str], *, include_split: bool = False
 ) -> dict[str, GGUFValue]:
     """Every key/value pair of the GGUF file `path`, in file order, with its exact type.

@@ -58,7 +58,7 @@ def parse_part_name(path: Path) -> tuple[Path, int, int] | None:
     return path.with_name(match["prefix"]), int(match["no"]) - 1, int(match["count"])
 
 
-def plan_parts(
+def plan_gguf_parts(
     path: Path, infos: Sequence[TensorInfo], max_size: int | None, metadata: GGUFMetadata
 ) -> list[GGUFPart]:
     """The files a GGUF output at `path` is written as.

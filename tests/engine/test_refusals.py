@@ -136,7 +136,14 @@ def test_an_output_dtype_the_format_cannot_hold(tmp_path: Path) -> None:
     ("kwargs", "message"),
     [
         ({"format": "onnx"}, "format: expected one of safetensors, npz, npy, gguf, got 'onnx'"),
-        ({"format": "npz", "shard_size": "1MiB"}, "shard_size: sharding is for safetensors output"),
+        (
+            {"format": "npz", "shard_size": "1MiB"},
+            "shard_size: sharding is for safetensors and gguf output, not npz",
+        ),
+        (
+            {"format": "npz", "metadata": {"general.name": "m"}},
+            "metadata: key/value metadata is for gguf output, not npz",
+        ),
         (
             {"format": "npz", "resume": True},
             "resume: only safetensors output is resumable, not npz",
@@ -147,6 +154,18 @@ def test_an_output_dtype_the_format_cannot_hold(tmp_path: Path) -> None:
 )
 def test_bad_options(tmp_path: Path, kwargs: dict[str, Any], message: str) -> None:
     assert message in refuse(tmp_path, "cast", ConvertError, **kwargs)
+
+
+def test_metadata_for_a_dict_destination_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConvertError, match="metadata: applies to a destination path, got a dict"):
+        convert("cast", CountingSource(bert_tensors()), {}, metadata={"a": 1}, progress=False)
+
+
+def test_bad_gguf_metadata_is_refused_before_reading(tmp_path: Path) -> None:
+    message = refuse(
+        tmp_path, "cast", CheckpointError, tmp_path / "m.gguf", metadata={"general.name": None}
+    )
+    assert "m.gguf: metadata key 'general.name': expected a gguf.GGUFValue, str" in message
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""GGUFSink(metadata=...): typing rules, order, alignment, bad input; read_metadata round trips."""
+"""GGUFSink(metadata=...): typing rules, order, alignment, bad input; read_gguf_metadata round trips."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from gguf import GGUFValueType as T
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io import GGUFSink, TensorInfo
-from lazyparams.io.gguf_metadata import check_metadata, read_metadata, typed_value
+from lazyparams.io.gguf_metadata import check_gguf_metadata, read_gguf_metadata, typed_value
 
 WEIGHT = np.arange(12, dtype=np.float32).reshape(3, 4)
 
@@ -85,7 +85,7 @@ def test_exact_types_round_trip_through_gguf_and_read_metadata(tmp_path: Path) -
         inner = T.UINT32 if value.sub_type is None else value.sub_type  # UINT8 is 0, falsy
         sub = [] if value.type != T.ARRAY else [inner.name]
         assert got[key] == ([value.type.name, *sub], value.value)
-    back = read_metadata(path)
+    back = read_gguf_metadata(path)
     assert back.pop("general.architecture") == GGUFValue("unknown", T.STRING)
     assert back == {k: typed_value(k, v) for k, v in metadata.items()}
 
@@ -99,7 +99,7 @@ def test_architecture_first_then_the_given_order(tmp_path: Path) -> None:
     metadata = {"z.last": 1, "general.architecture": "llama", "a.first": "x", "m.mid": 2.0}
     path = write(tmp_path / "m.gguf", metadata)
     assert list(fields(path)) == ["general.architecture", "z.last", "a.first", "m.mid"]
-    assert list(read_metadata(path)) == list(fields(path))
+    assert list(read_gguf_metadata(path)) == list(fields(path))
 
 
 def test_arch_argument_names_the_architecture_when_metadata_does_not(tmp_path: Path) -> None:
@@ -178,8 +178,8 @@ def test_metadata_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
 
 def test_architecture_given_twice_must_agree(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="'llama' but arch is 'qwen2'"):
-        check_metadata({"general.architecture": "llama"}, arch="qwen2")
-    assert check_metadata({"general.architecture": "llama"}, arch="llama").arch == "llama"
+        check_gguf_metadata({"general.architecture": "llama"}, arch="qwen2")
+    assert check_gguf_metadata({"general.architecture": "llama"}, arch="llama").arch == "llama"
 
 
 def test_read_metadata_keeps_split_keys_only_when_asked(tmp_path: Path) -> None:
@@ -189,13 +189,13 @@ def test_read_metadata_keeps_split_keys_only_when_asked(tmp_path: Path) -> None:
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.close()
-    plain = read_metadata(tmp_path / "m.gguf")
+    plain = read_gguf_metadata(tmp_path / "m.gguf")
     assert list(plain) == ["general.architecture", "tokenizer.ggml.scores"]
     assert plain["tokenizer.ggml.scores"] == GGUFValue([0.5, -1.0], T.ARRAY, T.FLOAT32)
-    assert "split.count" in read_metadata(tmp_path / "m.gguf", include_split=True)
+    assert "split.count" in read_gguf_metadata(tmp_path / "m.gguf", include_split=True)
 
 
 def test_read_metadata_of_a_file_that_is_not_gguf(tmp_path: Path) -> None:
     (tmp_path / "x.gguf").write_bytes(b"not a gguf file at all")
     with pytest.raises(CheckpointError, match=r"x\.gguf: not a readable GGUF file"):
-        read_metadata(tmp_path / "x.gguf")
+        read_gguf_metadata(tmp_path / "x.gguf")
