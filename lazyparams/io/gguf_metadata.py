@@ -164,8 +164,8 @@ def plain_type(value: Any) -> GGUFValueType:
         return int_type([int(value)])
     if isinstance(value, float | np.floating):
         return _T.FLOAT32
-    if isinstance(value, str):
-        return _T.STRING
+    if isinstance(value, str | bytes):
+        return _T.STRING  # gguf writes bytes as they are: a string that need not be UTF-8
     if isinstance(value, list | tuple):
         return _T.ARRAY
     raise _Refused(

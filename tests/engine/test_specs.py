@@ -79,7 +79,9 @@ def test_metadata_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
 def test_broken_config_names_the_file(tmp_path: Path) -> None:
     folder = _folder(tmp_path, None)
     (folder / "config.json").write_text("[" * 100000)
-    with pytest.raises(lazyparams.errors.CheckpointError, match=r"config\.json: not a readable JSON"):
+    with pytest.raises(
+        lazyparams.errors.CheckpointError, match=r"config\.json: not a readable JSON"
+    ):
         lazyparams.plan(lambda p, c: dict(p), folder)
 
 
