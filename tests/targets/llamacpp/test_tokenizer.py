@@ -320,3 +320,17 @@ def test_fixtures_report_their_real_size(tmp_path: Path) -> None:
     assert (tmp_path / "b" / "special_tokens_map.json").is_file()
     with pytest.raises(ValueError, match="style must be one of"):
         write_bpe_tokenizer(tmp_path / "c", 520, "gpt5")
+
+
+def test_codellama_and_granite_vocab_quirks(tmp_path: Path) -> None:
+    folder, config = model_folder(tmp_path, "spm", 400)
+    kv = tokenizer_metadata(folder, {**config, "vocab_size": 32016}, "llama")
+    # gguf-py's writer keys only CodeLlama's EOT (prefix/suffix/middle have no handler there)
+    assert list(kv) == [*SPM_KEYS, "tokenizer.ggml.eot_token_id"]
+    assert (kv["tokenizer.ggml.eot_token_id"].value, kv["tokenizer.ggml.eot_token_id"].type) == (
+        32010,
+        T.UINT32,
+    )
+    kv = tokenizer_metadata(folder, {**config, "vocab_size": 49152}, "llama")
+    assert list(kv) == SPM_KEYS  # the flag is overwritten in place, as GGUFWriter does
+    assert kv["tokenizer.ggml.add_bos_token"].value is False
