@@ -84,6 +84,11 @@ def _added_token(content: str, special: bool = True) -> dict[str, Any]:
     }
 
 
+def _map_entry(content: str) -> dict[str, Any]:
+    """One special_tokens_map.json entry as transformers writes it (no 'special' flag)."""
+    return {k: v for k, v in _added_token(content).items() if k != "special"}
+
+
 def write_sentencepiece_tokenizer(folder: Path, vocab_size: int) -> int:
     """Train a Llama-style sentencepiece model into `folder`; returns its real vocab size."""
     import sentencepiece
@@ -140,11 +145,7 @@ def _write_llama_spm_configs(folder: Path) -> None:
         },
     )
     names = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
-    write_json(
-        folder / "special_tokens_map.json",
-        {key: {k: v for k, v in _added_token(text).items() if k != "special"}
-         for key, text in names.items()},
-    )  # fmt: skip
+    write_json(folder / "special_tokens_map.json", {k: _map_entry(v) for k, v in names.items()})
 
 
 def write_bpe_tokenizer(folder: Path, vocab_size: int, style: str) -> int:
@@ -208,41 +209,48 @@ def _finish_bpe(tokenizer: Any, style: str, specials: list[str]) -> None:
 def _write_bpe_configs(folder: Path, style: str, ids: dict[str, int]) -> None:
     """tokenizer_config.json and special_tokens_map.json as the Qwen2 / Llama-3 releases have."""
     decoder = {str(token_id): _added_token(text) for text, token_id in ids.items()}
-    if style == "qwen2":
-        config: dict[str, Any] = {
-            "add_prefix_space": False,
-            "added_tokens_decoder": decoder,
-            "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
-            "bos_token": None,
-            "chat_template": CHATML_TEMPLATE,
-            "clean_up_tokenization_spaces": False,
-            "eos_token": "<|im_end|>",
-            "errors": "replace",
-            "model_max_length": 32768,
-            "pad_token": "<|endoftext|>",
-            "split_special_tokens": False,
-            "tokenizer_class": "Qwen2Tokenizer",
-            "unk_token": None,
-        }
-        special_map: dict[str, Any] = {
-            "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
-            "eos_token": _added_token("<|im_end|>"),
-            "pad_token": _added_token("<|endoftext|>"),
-        }
-    else:
-        config = {
-            "added_tokens_decoder": decoder,
-            "bos_token": "<|begin_of_text|>",
-            "chat_template": LLAMA3_CHAT_TEMPLATE,
-            "clean_up_tokenization_spaces": True,
-            "eos_token": "<|eot_id|>",
-            "model_input_names": ["input_ids", "attention_mask"],
-            "model_max_length": 131072,
-            "tokenizer_class": "PreTrainedTokenizerFast",
-        }
-        special_map = {
-            "bos_token": _added_token("<|begin_of_text|>"),
-            "eos_token": _added_token("<|eot_id|>"),
-        }
-    write_json(folder / "tokenizer_config.json", config)
+    config, special_map = _qwen2_configs() if style == "qwen2" else _llama3_configs()
+    write_json(folder / "tokenizer_config.json", {"added_tokens_decoder": decoder, **config})
     write_json(folder / "special_tokens_map.json", special_map)
+
+
+def _qwen2_configs() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Qwen2's tokenizer_config.json (less added_tokens_decoder) and special_tokens_map.json."""
+    config = {
+        "add_prefix_space": False,
+        "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
+        "bos_token": None,
+        "chat_template": CHATML_TEMPLATE,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "<|im_end|>",
+        "errors": "replace",
+        "model_max_length": 32768,
+        "pad_token": "<|endoftext|>",
+        "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+    }
+    special_map = {
+        "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
+        "eos_token": _map_entry("<|im_end|>"),
+        "pad_token": _map_entry("<|endoftext|>"),
+    }
+    return config, special_map
+
+
+def _llama3_configs() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Llama-3's tokenizer_config.json (less added_tokens_decoder) and special_tokens_map.json."""
+    config = {
+        "bos_token": "<|begin_of_text|>",
+        "chat_template": LLAMA3_CHAT_TEMPLATE,
+        "clean_up_tokenization_spaces": True,
+        "eos_token": "<|eot_id|>",
+        "model_input_names": ["input_ids", "attention_mask"],
+        "model_max_length": 131072,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    }
+    special_map = {
+        "bos_token": _map_entry("<|begin_of_text|>"),
+        "eos_token": _map_entry("<|eot_id|>"),
+    }
+    return config, special_map
