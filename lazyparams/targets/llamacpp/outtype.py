@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import gguf
 
 from lazyparams.errors import ConvertError
+from lazyparams.targets.llamacpp.mixtures import FILE_TYPES
 
 CONVERTER_TYPES: dict[str, tuple[str, int]] = {
     "f32": ("float32", int(gguf.LlamaFileType.ALL_F32)),
@@ -57,11 +58,9 @@ def output_type(text: str, matrix_dtypes: Sequence[str]) -> OutputType:
 
 def mixture_file_types() -> dict[str, int]:
     """llama-quantize's file types this package can write, name -> general.file_type."""
-    from lazyparams.targets.llamacpp import mixtures
-
     return {
         name: value
-        for name, value in mixtures.FILE_TYPES.items()
+        for name, value in FILE_TYPES.items()
         if name.upper() not in ("F32", "F16", "BF16")
     }
 

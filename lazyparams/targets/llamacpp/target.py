@@ -26,6 +26,7 @@ from lazyparams.targets.llamacpp.hparams import (
     model_hparams,
     parameter_counts,
 )
+from lazyparams.targets.llamacpp.mixtures import tensor_types
 from lazyparams.targets.llamacpp.outtype import OutputType, converter_dtype, output_type
 from lazyparams.targets.llamacpp.rope_freqs import ROPE_FREQS, llama3_rope_factors
 from lazyparams.targets.llamacpp.tables import Architecture
@@ -133,11 +134,9 @@ def output_dtypes(
     }
     if model.out.dtype is not None:
         return chosen
-    from lazyparams.targets.llamacpp import mixtures
-
     listed = [(name, built[name].shape, dtype) for name, dtype in chosen.items()]
     shape = model.shape
-    types: dict[str, str] = mixtures.tensor_types(
+    types: dict[str, str] = tensor_types(
         model.out.name,
         listed,
         n_head=shape.heads,
