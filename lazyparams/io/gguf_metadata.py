@@ -135,7 +135,8 @@ def _alignment(value: GGUFValue | None, where: str) -> int:
 def typed_value(key: str, value: Any, where: str = "GGUF") -> GGUFValue:
     """`value` as a checked GGUFValue with plain Python contents.
 
-    A GGUFValue keeps its type (an ARRAY without sub_type gets its elements' type). Plain values:
+    A GGUFValue keeps its type (an ARRAY without sub_type gets the element type gguf's writer
+    gives its first item: INT32 for ints). Plain values:
     bool -> BOOL; int -> UINT32 when in [0, 2**32), else INT64, else UINT64; float -> FLOAT32;
     str -> STRING; a list or tuple -> ARRAY of one element type by the same rules (ints typed by
     the range of all of them, ints mixed with floats -> FLOAT32). Nested and empty arrays are
@@ -209,7 +210,7 @@ def _checked(value: GGUFValue) -> GGUFValue:
     items = value.value
     if not isinstance(items, list | tuple | np.ndarray):
         raise _Refused(f"expected a list for an ARRAY value, got {type(items).__name__}")
-    sub = element_type(list(items)) if value.sub_type is None else value.sub_type
+    sub = value.sub_type if value.sub_type is not None else _writer_sub_type(items)
     if not isinstance(sub, GGUFValueType) or sub == _T.ARRAY:
         raise _Refused(
             f"expected a scalar GGUFValueType as sub_type (no nested arrays), got {sub!r}"
@@ -217,6 +218,17 @@ def _checked(value: GGUFValue) -> GGUFValue:
     if len(items) == 0:
         raise _Refused("expected a non-empty list (GGUF arrays are written with at least one item)")
     return GGUFValue([scalar(item, sub) for item in items], _T.ARRAY, sub)
+
+
+def _writer_sub_type(items: Any) -> GGUFValueType:
+    """The element type gguf's own writer gives an ARRAY GGUFValue without a sub_type (ints
+    are INT32 there), so that such values are written as gguf-py writes them."""
+    if len(items) == 0:
+        raise _Refused("expected a non-empty list (GGUF arrays are written with at least one item)")
+    try:
+        return GGUFValueType.get_type(items[0])
+    except ValueError:
+        return element_type(list(items))
 
 
 def scalar(item: Any, kind: GGUFValueType) -> Any:

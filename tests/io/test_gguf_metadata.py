@@ -73,7 +73,7 @@ EXACT = [
     GGUFValue("ü ok", T.STRING),
     GGUFValue([1, 2], T.ARRAY, T.UINT8),
     GGUFValue([-1.5, 2.0], T.ARRAY, T.FLOAT64),
-    GGUFValue([7, 8], T.ARRAY),  # sub_type taken from the items
+    GGUFValue([7, 8], T.ARRAY),  # sub_type as gguf's writer gives ints: INT32
 ]
 
 
@@ -82,7 +82,7 @@ def test_exact_types_round_trip_through_gguf_and_read_metadata(tmp_path: Path) -
     path = write(tmp_path / "m.gguf", metadata)
     got = fields(path)
     for key, value in metadata.items():
-        inner = T.UINT32 if value.sub_type is None else value.sub_type  # UINT8 is 0, falsy
+        inner = T.INT32 if value.sub_type is None else value.sub_type  # UINT8 is 0, falsy
         sub = [] if value.type != T.ARRAY else [inner.name]
         assert got[key] == ([value.type.name, *sub], value.value)
     back = read_gguf_metadata(path)
