@@ -20,11 +20,13 @@ from lazyparams.engine.chunking import row_externs, takes_rows
 from lazyparams.engine.compile import FUNC, function_of, names_of, output_infos, trace_transform
 from lazyparams.engine.destination import Destination, destination, job_description
 from lazyparams.engine.output import Output
+from lazyparams.engine.partition import cluster_entry
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
 from lazyparams.engine.progress import Bars, Counter
 from lazyparams.engine.recipes import load_spec, spec_name
 from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
 from lazyparams.engine.sizes import size_or_none
+from lazyparams.errors import ConvertError
 from lazyparams.io import CheckpointSource
 from lazyparams.runtime import MemoryStats, VirtualMachine
 from lazyparams.runtime.parallel import ParallelRunner
@@ -98,6 +100,8 @@ def convert(
     resume: bool = False,
     progress: bool = True,
     workers: int = 1,
+    cluster: Any = None,
+    part_size: int | str | None = None,
 ) -> Report:
     """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
 
@@ -109,8 +113,24 @@ def convert(
     computing only the missing outputs, to a byte-identical result. `workers` > 1 runs that
     many independent steps at once (loads ahead of computing, writes beside it), never holding
     more than the budget (without one, `plan.worker_budget_bytes`). `progress` draws bars on
-    stderr.
+    stderr. `cluster` (a `distributed.Client`, a scheduler address or `local:N`) runs the
+    plan's parts of `part_size` bytes as Dask tasks, each worker within `budget`, and returns
+    the cluster's report (`lazyparams.cluster.ClusterReport`, with the same peaks and summary).
     """
+    if cluster is not None or part_size is not None:
+        return _on_cluster(
+            transform,
+            src,
+            dst,
+            cluster,
+            workers,
+            budget=budget,
+            format=format,
+            shard_size=shard_size,
+            part_size=part_size,
+            resume=resume,
+            progress=progress,
+        )
     started = time.perf_counter()
     fn = load_spec(transform)
     limit = size_or_none(budget, "budget")
@@ -136,6 +156,17 @@ def convert(
         discarded = target.has_partial and not target.resuming
         run = _write(the_plan, source, target, job, progress)
     return _report(the_plan, target, run, discarded, time.perf_counter() - started)
+
+
+def _on_cluster(
+    transform: Spec, src: Source, dst: Any, cluster: Any, workers: int, **options: Any
+) -> Any:
+    """The conversion as parts on a Dask cluster (the optional cluster layer)."""
+    if cluster is None:
+        raise ConvertError("part_size: applies to a conversion on a cluster; expected cluster=")
+    if workers != 1:
+        raise ConvertError(f"workers: applies to one machine, got {workers} with a cluster")
+    return cluster_entry("convert_on_cluster")(transform, src, dst, cluster=cluster, **options)
 
 
 def _report(plan: Plan, target: Destination, run: _Run, discarded: bool, seconds: float) -> Report:
