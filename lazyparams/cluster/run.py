@@ -113,6 +113,10 @@ def _run_parts(
     """Check the workers see the storage, run the missing parts, then publish the output."""
     try:
         _check_storage(client, run, source)
+    except BaseException:
+        run.staged.stop(keep=target.resuming)  # nothing ran: a fresh work folder goes
+        raise
+    try:
         todo = [p for p in run.partition.parts if not {o.name for o in p.outputs} <= target.done]
         results = _submit_and_collect(client, run, todo, progress)
         run.staged.publish()

@@ -46,8 +46,8 @@ class Staged:
         _copy_into_sink(self.staged, self.final, self.order)
         self.staged.abort()
 
-    def stop(self) -> None:
-        if self.final is None:
+    def stop(self, keep: bool = True) -> None:
+        if self.final is None and keep:
             self.staged.suspend()
         else:
             self.staged.abort()

@@ -10,21 +10,27 @@ of them. Imports `ir`, `analysis` and the engine's own modules.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lazyparams.analysis.liveness import used_vars
-from lazyparams.engine.compile import function_of, output_infos
+from lazyparams.engine.compile import FUNC, function_of, output_infos
 from lazyparams.io import TensorInfo
 from lazyparams.ir import (
+    Binding,
+    BindingBlock,
     Call,
     ExternFunc,
+    Function,
     GlobalVar,
     IRModule,
     Op,
+    SeqExpr,
     Tuple,
     TupleGetItem,
+    TupleStructInfo,
     Var,
+    VarBinding,
     struct_info_of,
     structural_hash,
 )
@@ -38,6 +44,10 @@ class Unit:
     outputs: tuple[int, ...]
     inputs: tuple[int, ...]
     signature: Hashable
+    reads: tuple[tuple[Var, ...], ...] = field(default=(), compare=False, repr=False)
+    """The vars that read each input, in the order of `inputs`."""
+    steps: tuple[Binding, ...] = field(default=(), compare=False, repr=False)
+    """The unit's bindings other than reads, in traced order."""
 
 
 class _Joiner:
@@ -181,8 +191,36 @@ def _described_units(
         fields = [result.fields[p] for p in outputs]
         read_vars = [var for index in used for var in readers[index]]
         signature = _signature(by_unit[root], fields, list(used), read_vars, reads)
-        found.append(Unit(tuple(outputs), tuple(used), signature))
+        unit_reads = tuple(tuple(readers[index]) for index in used)
+        found.append(Unit(tuple(outputs), tuple(used), signature, unit_reads, tuple(by_unit[root])))
     return found
+
+
+def unit_module(traced: IRModule, unit: Unit) -> IRModule:
+    """The traced module of `unit` alone: its params are only the unit's inputs, so compiling
+    it costs the unit's size, not the model's."""
+    func = function_of(traced)
+    params = func.params[0]
+    fields = struct_info_of(params).fields  # type: ignore[attr-defined]
+    own = Var(params.name_hint, TupleStructInfo(tuple(fields[i] for i in unit.inputs)))
+    reads = [
+        VarBinding(var, TupleGetItem(own, position))
+        for position, readers in enumerate(unit.reads)
+        for var in readers
+    ]
+    result = func.bindings()[-1]
+    assert isinstance(result.value, Tuple)
+    values = tuple(result.value.fields[o] for o in unit.outputs)
+    ret = TupleStructInfo(tuple(struct_info_of(v) for v in values))
+    out = Var(result.var.name_hint, ret)
+    body = SeqExpr((BindingBlock((*reads, *unit.steps, VarBinding(out, Tuple(values)))),), out)
+    inputs, outputs = func.attrs["input_names"], func.attrs["output_names"]
+    attrs = {
+        **func.attrs,
+        "input_names": tuple(inputs[i] for i in unit.inputs),
+        "output_names": tuple(outputs[o] for o in unit.outputs),
+    }
+    return traced.with_function(FUNC, Function((own,), body, ret, func.is_pure, attrs))
 
 
 def _signature(
@@ -221,4 +259,4 @@ def _describe(expr: Any, local: dict[Var, int]) -> Hashable:
     return ("other", structural_hash(expr))
 
 
-__all__ = ["Unit", "find_units"]
+__all__ = ["Unit", "find_units", "unit_module"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lazyparams.engine.compile import function_of, names_of, output_infos, trace_transform
-from lazyparams.engine.grouping import Unit, find_units
+from lazyparams.engine.grouping import Unit, find_units, unit_module
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
 from lazyparams.engine.recipes import load_spec, spec_name
 from lazyparams.engine.sizes import format_bytes, size_or_none
@@ -224,15 +224,19 @@ def build_partition(
     part_size: int | None = None,
     shard_size: int | None = None,
     budget: int | None = None,
+    compiled: dict[Hashable, Template] | None = None,
 ) -> Partition:
-    """The partition of a traced module (see `partition`)."""
+    """The partition of a traced module (see `partition`); `compiled` keeps the plans compiled
+    per unit signature across calls on the same module and budget."""
     check_workers(workers)
     outputs = output_infos(traced)
     names = names_of(function_of(traced), "input_names")
     inputs = tuple(source.info(name) for name in names)
     size = _part_size(part_size, shard_size, outputs, workers)
     units = tuple(find_units(traced, inputs, size))
-    templates = _templates(traced, source, spec, units, outputs, budget)
+    templates = _templates(
+        traced, source, spec, units, budget, {} if compiled is None else compiled
+    )
     parts = _cut(units, size, outputs, inputs, templates)
     return Partition(
         spec,
@@ -265,15 +269,13 @@ def _templates(
     source: CheckpointSource,
     spec: str,
     units: Sequence[Unit],
-    outputs: Sequence[TensorInfo],
     budget: int | None,
+    templates: dict[Hashable, Template],
 ) -> dict[Hashable, Template]:
     """One compiled plan per unit signature, made for the first unit that has it."""
-    templates: dict[Hashable, Template] = {}
     for unit in units:
         if unit.signature not in templates:
-            keep = [outputs[o].name for o in unit.outputs]
-            plan = build_plan(traced, source, spec=spec, keep=keep, budget=budget)
+            plan = build_plan(unit_module(traced, unit), source, spec=spec, budget=budget)
             templates[unit.signature] = Template(plan, unit)
     return templates
 
