@@ -143,7 +143,7 @@ def _submit_and_collect(
 ) -> list[PartResult]:
     """Submit one task per part (largest first) and journal each as it finishes."""
     token = uuid.uuid4().hex[:8]
-    futures: dict[Future, Part] = {}
+    futures: dict[Future[PartResult], Part] = {}
     for part in sorted(todo, key=lambda p: -p.work_bytes):
         futures[_submit(client, run, part, token)] = part
     results: list[PartResult] = []
@@ -161,7 +161,7 @@ def _submit_and_collect(
     return results
 
 
-def _submit(client: Client, run: _Run, part: Part, token: str) -> Future:
+def _submit(client: Client, run: _Run, part: Part, token: str) -> Future[PartResult]:
     job = PartJob(
         spec=run.spec if callable(run.spec) else str(run.spec),
         spec_name=run.partition.spec,
@@ -172,7 +172,7 @@ def _submit(client: Client, run: _Run, part: Part, token: str) -> Future:
         outputs=tuple(info.name for info in part.outputs),
         targets={info.name: run.staged.target(info.name) for info in part.outputs},
     )
-    return client.submit(  # type: ignore[no-any-return]
+    return client.submit(
         _run_on_worker,
         job,
         key=f"lazyparams-part-{part.index}-{token}",
@@ -187,7 +187,7 @@ def _run_on_worker(job: PartJob) -> PartResult:
     return run_part_job(job, worker=get_worker().address)
 
 
-def _result(future: Future, part: Part) -> PartResult:
+def _result(future: Future[PartResult], part: Part) -> PartResult:
     """The part's result; its error (a lazyparams error as raised on the worker) otherwise."""
     try:
         result = future.result()

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import lazyparams.script  # noqa: F401 - the printer: a job is identified by its script text
 from lazyparams.engine.chunking import row_externs, takes_rows
@@ -89,6 +89,39 @@ class _Run:
     peak_rss_bytes: int | None
 
 
+@overload
+def convert(
+    transform: Spec,
+    src: Source,
+    dst: Any,
+    *,
+    budget: int | str | None = ...,
+    format: str | None = ...,
+    shard_size: int | str | None = ...,
+    resume: bool = ...,
+    progress: bool = ...,
+    workers: int = ...,
+    cluster: None = ...,
+) -> Report: ...
+
+
+@overload
+def convert(
+    transform: Spec,
+    src: Source,
+    dst: Any,
+    *,
+    budget: int | str | None = ...,
+    format: str | None = ...,
+    shard_size: int | str | None = ...,
+    resume: bool = ...,
+    progress: bool = ...,
+    workers: int = ...,
+    cluster: object,
+    part_size: int | str | None = ...,
+) -> Any: ...
+
+
 def convert(
     transform: Spec,
     src: Source,
@@ -100,9 +133,9 @@ def convert(
     resume: bool = False,
     progress: bool = True,
     workers: int = 1,
-    cluster: Any = None,
+    cluster: object = None,
     part_size: int | str | None = None,
-) -> Report:
+) -> Any:
     """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
 
     `transform` and `src` are as for `plan`. `dst` is a path (safetensors unless its extension
@@ -117,7 +150,7 @@ def convert(
     plan's parts of `part_size` bytes as Dask tasks, each worker within `budget`, and returns
     the cluster's report (`lazyparams.cluster.ClusterReport`, with the same peaks and summary).
     """
-    if cluster is not None or part_size is not None:
+    if cluster is not None or part_size is not None:  # a ClusterReport
         return _on_cluster(
             transform,
             src,
@@ -159,7 +192,7 @@ def convert(
 
 
 def _on_cluster(
-    transform: Spec, src: Source, dst: Any, cluster: Any, workers: int, **options: Any
+    transform: Spec, src: Source, dst: Any, cluster: object, workers: int, **options: Any
 ) -> Any:
     """The conversion as parts on a Dask cluster (the optional cluster layer)."""
     if cluster is None:

@@ -79,7 +79,7 @@ def find_units(traced: IRModule, inputs: Sequence[TensorInfo], join_limit: int) 
     params, bindings = func.params[0], func.bindings()
     result = bindings[-1].value
     assert isinstance(result, Tuple)
-    reads = {b.var: b.value.index for b in bindings if _is_read(b.value, params)}
+    reads = {b.var: _read_index(b.value, params) for b in bindings if _is_read(b.value, params)}
     steps = _Joiner()
     for binding in bindings[:-1]:
         if binding.var not in reads:
@@ -98,6 +98,11 @@ def find_units(traced: IRModule, inputs: Sequence[TensorInfo], join_limit: int) 
 
 def _is_read(value: Any, params: Var) -> bool:
     return isinstance(value, TupleGetItem) and value.tuple_value is params
+
+
+def _read_index(value: Any, params: Var) -> int:
+    assert isinstance(value, TupleGetItem)
+    return value.index
 
 
 def _output_key(field: Any, reads: dict[Var, int], steps: _Joiner, position: int) -> Hashable:
