@@ -24,6 +24,8 @@ from lazyparams.engine import Plan, Report, convert, format_bytes, parse_size, p
 from lazyparams.engine.compile import STAGES, stage, trace_transform
 from lazyparams.engine.demo import DEMO_RECIPE, LlamaShape, run_demo
 from lazyparams.engine.journal import work_dir
+from lazyparams.engine.partition import partition
+from lazyparams.engine.partition_report import partition_table, parts_table
 from lazyparams.engine.plan import opened
 from lazyparams.engine.recipes import RECIPE_NAMES
 from lazyparams.engine.specs import resolve_spec, spec_with_options
@@ -116,6 +118,20 @@ def _plan_parser(commands: Any) -> None:
     )
     _spec_and_source(command)
     _memory_options(command)
+    command.add_argument(
+        "--workers-on-cluster",
+        type=_positive,
+        metavar="N",
+        help="show the partition into parts for N cluster workers (budget per worker)",
+    )
+    command.add_argument("--shard-size", type=_size, help="the output's shard size")
+    _part_size_option(command)
+
+
+def _part_size_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--part-size", type=_size, help="bytes each cluster part writes (default: a shard)"
+    )
 
 
 def _convert_parser(commands: Any) -> None:
@@ -140,6 +156,12 @@ def _convert_parser(commands: Any) -> None:
     )
     command.add_argument("--resume", action="store_true", help="continue an interrupted run")
     command.add_argument("--no-progress", action="store_true", help="draw no progress bars")
+    command.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run the parts on Dask: a scheduler (tcp://host:8786) or local:N worker processes",
+    )
+    _part_size_option(command)
     _metadata_options(command)
 
 
@@ -191,6 +213,8 @@ def _demo_parser(commands: Any) -> None:
 
 
 def _run_plan(args: argparse.Namespace, out: Console) -> int:
+    if args.workers_on_cluster is not None:
+        return _run_partition(args, out)
     spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
     the_plan = plan(spec, args.src, budget=args.budget, workers=args.workers)
     if args.json:
@@ -201,6 +225,24 @@ def _run_plan(args: argparse.Namespace, out: Console) -> int:
     if reason is not None:
         _error(reason)
         return 1
+    return 0
+
+
+def _run_partition(args: argparse.Namespace, out: Console) -> int:
+    parts = partition(
+        args.spec,
+        args.src,
+        workers=args.workers_on_cluster,
+        part_size=args.part_size,
+        shard_size=args.shard_size,
+        budget=args.budget,
+    )
+    if args.json:
+        print(json.dumps(parts.summary(), indent=2))
+    else:
+        out.print(partition_table(parts))
+        out.print(parts_table(parts))
+    parts.check_budget()
     return 0
 
 
@@ -216,9 +258,15 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
         progress=not args.no_progress,
         workers=args.workers,
         metadata=_metadata(args),
+        cluster=args.cluster,
+        part_size=args.part_size,
     )
     if args.json:
         print(json.dumps(report.summary(), indent=2))
+    elif args.cluster is not None:
+        out.print(partition_table(report.partition))
+        for worker in report.workers:
+            out.print(worker.line(), markup=False)
     else:
         out.print(report_table(report))
     return 0

@@ -15,18 +15,20 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import lazyparams.script  # noqa: F401 - the printer: a job is identified by its script text
 from lazyparams.engine.chunking import row_externs, takes_rows
 from lazyparams.engine.compile import FUNC, function_of, names_of, output_infos, trace_transform
 from lazyparams.engine.destination import Destination, destination, job_description
 from lazyparams.engine.output import Output
+from lazyparams.engine.partition import cluster_entry
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
 from lazyparams.engine.progress import Bars, Counter
 from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
 from lazyparams.engine.sizes import size_or_none
 from lazyparams.engine.specs import ResolvedSpec, resolve_spec
+from lazyparams.errors import ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.runtime import MemoryStats, VirtualMachine
 from lazyparams.runtime.parallel import ParallelRunner
@@ -89,6 +91,41 @@ class _Run:
     peak_rss_bytes: int | None
 
 
+@overload
+def convert(
+    transform: Spec,
+    src: Source,
+    dst: Any,
+    *,
+    budget: int | str | None = ...,
+    format: str | None = ...,
+    shard_size: int | str | None = ...,
+    resume: bool = ...,
+    progress: bool = ...,
+    workers: int = ...,
+    metadata: Mapping[str, Any] | None = ...,
+    cluster: None = ...,
+) -> Report: ...
+
+
+@overload
+def convert(
+    transform: Spec,
+    src: Source,
+    dst: Any,
+    *,
+    budget: int | str | None = ...,
+    format: str | None = ...,
+    shard_size: int | str | None = ...,
+    resume: bool = ...,
+    progress: bool = ...,
+    workers: int = ...,
+    metadata: Mapping[str, Any] | None = ...,
+    cluster: object,
+    part_size: int | str | None = ...,
+) -> Any: ...
+
+
 def convert(
     transform: Spec,
     src: Source,
@@ -101,7 +138,9 @@ def convert(
     progress: bool = True,
     workers: int = 1,
     metadata: Mapping[str, Any] | None = None,
-) -> Report:
+    cluster: object = None,
+    part_size: int | str | None = None,
+) -> Any:
     """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
 
     `transform` and `src` are as for `plan`. `dst` is a path (safetensors unless its extension
@@ -114,8 +153,24 @@ def convert(
     computing only the missing outputs, to a byte-identical result. `workers` > 1 runs that
     many independent steps at once (loads ahead of computing, writes beside it), never holding
     more than the budget (without one, `plan.worker_budget_bytes`). `progress` draws bars on
-    stderr.
+    stderr. `cluster` (a `distributed.Client`, a scheduler address or `local:N`) runs the
+    plan's parts of `part_size` bytes as Dask tasks, each worker within `budget`, and returns
+    the cluster's report (`lazyparams.cluster.ClusterReport`, with the same peaks and summary).
     """
+    if cluster is not None or part_size is not None:  # a ClusterReport
+        return _on_cluster(
+            transform,
+            src,
+            dst,
+            cluster,
+            workers,
+            budget=budget,
+            format=format,
+            shard_size=shard_size,
+            part_size=part_size,
+            resume=resume,
+            progress=progress,
+        )
     started = time.perf_counter()
     limit = size_or_none(budget, "budget")
     shard = size_or_none(shard_size, "shard_size")
@@ -172,6 +227,17 @@ def _target_format(output_format: str | None, dst: Any) -> str | None:
         return None
     suffix = Path(dst).suffix
     return output_format if suffix not in (".safetensors", ".npz", ".gguf") else None
+
+
+def _on_cluster(
+    transform: Spec, src: Source, dst: Any, cluster: object, workers: int, **options: Any
+) -> Any:
+    """The conversion as parts on a Dask cluster (the optional cluster layer)."""
+    if cluster is None:
+        raise ConvertError("part_size: applies to a conversion on a cluster; expected cluster=")
+    if workers != 1:
+        raise ConvertError(f"workers: applies to one machine, got {workers} with a cluster")
+    return cluster_entry("convert_on_cluster")(transform, src, dst, cluster=cluster, **options)
 
 
 def _report(plan: Plan, target: Destination, run: _Run, discarded: bool, seconds: float) -> Report:

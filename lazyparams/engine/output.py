@@ -201,6 +201,19 @@ class StagedSafetensors:
         except OSError as err:
             raise CheckpointError(f"{self.dst}: writing tensor {name!r} failed: {err}") from None
 
+    def record_written(self, names: list[str]) -> None:
+        """Journal outputs another process wrote into the work folder's files and synced."""
+        with self._lock:
+            self.done.update(names)
+            if self._journal is not None:
+                self._journal.record(names)
+
+    def data_path(self, name: str) -> tuple[Path, int]:
+        """The work-folder file holding output `name`, and the offset of its data there."""
+        fd, offset = self._where[name]
+        final = self.plan.shards[self._fds.index(fd)][0]
+        return self.work / DATA_DIR / final.name, offset
+
     def _record(self, fd: int, name: str) -> None:
         with self._lock:
             self.done.add(name)

@@ -1,0 +1,124 @@
+"""The output of a cluster run, laid out by the client in DST's work folder before any part.
+
+safetensors output is the engine's own staged checkpoint (so a killed client resumes it, and
+so does a one-machine `--resume`): parts write into its shard files by offset. npz and GGUF
+are built the same way in a staged safetensors file beside DST, then copied tensor by tensor
+into the format's own sink by the client, in the order one machine writes them, which keeps
+the result byte-identical. Imports the engine only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lazyparams.engine.destination import SAFETENSORS, Destination
+from lazyparams.engine.journal import JOB_FILE
+from lazyparams.engine.output import StagedSafetensors
+from lazyparams.engine.partition import Partition, output_order
+from lazyparams.engine.plan import build_plan
+from lazyparams.io import CheckpointSource, SafetensorsSource, open_sink
+
+Expected = dict[str, tuple[int, int] | None]
+
+
+class Staged:
+    """Where parts write: `target(name)` is an output's file and offset; `record` journals a
+    finished part's outputs; `publish` puts the output in place; `stop` keeps what resumes."""
+
+    def __init__(self, staged: StagedSafetensors, final: Destination | None = None) -> None:
+        self.staged, self.final = staged, final
+        self.order: Sequence[str] = ()
+
+    def target(self, name: str) -> tuple[str, int]:
+        path, offset = self.staged.data_path(name)
+        return str(path), offset
+
+    def record(self, names: Sequence[str]) -> None:
+        self.staged.record_written(list(names))
+
+    def publish(self) -> None:
+        if self.final is None:
+            self.staged.finalize()
+            return
+        _copy_into_sink(self.staged, self.final, self.order)
+        self.staged.abort()
+
+    def stop(self, keep: bool = True) -> None:
+        if self.final is None and keep:
+            self.staged.suspend()
+        else:
+            self.staged.abort()
+
+    def expected_paths(self, source: CheckpointSource, spec: Any) -> Expected:
+        """What every worker must see as the client does: SRC's files, the spec file, and the
+        work folder (writable, with this run's job file in it)."""
+        expected: Expected = {str(p): _stat(p) for p in source_files(source)}
+        if isinstance(spec, str | os.PathLike) and Path(spec).is_file():
+            expected[str(Path(spec).absolute())] = _stat(Path(spec))
+        expected[str(self.staged.work)] = None
+        expected[str(self.staged.work / JOB_FILE)] = _stat(self.staged.work / JOB_FILE)
+        return expected
+
+
+def stage_output(
+    target: Destination, job: dict[str, Any], partition: Partition, source: CheckpointSource
+) -> Staged:
+    """Lay out the output the parts will write into (see the module docstring)."""
+    assert target.path is not None
+    if target.format == SAFETENSORS:
+        output = target.open(job)
+        assert isinstance(output, StagedSafetensors)
+        return Staged(output)
+    hidden = target.path.parent / f".{target.path.name}.parts"
+    staged = Staged(StagedSafetensors(hidden, target.outputs, None, job, False), target)
+    staged.order = _one_machine_order(target, partition, source)
+    return staged
+
+
+def _one_machine_order(
+    target: Destination, partition: Partition, source: CheckpointSource
+) -> Sequence[str]:
+    """The order one machine hands outputs to the sink: it decides an npz's member order."""
+    if target.format != "npz":
+        return [info.name for info in target.outputs]
+    whole = build_plan(partition.traced, source, spec=partition.spec, budget=partition.budget)
+    return output_order(whole.module)
+
+
+def _copy_into_sink(staged: StagedSafetensors, final: Destination, order: Sequence[str]) -> None:
+    """Copy every output from the staged file into the format's sink, then publish it."""
+    assert final.path is not None
+    data, _ = staged.data_path(order[0]) if order else (None, 0)
+    sink = open_sink(final.path, list(final.outputs), format=final.format)
+    try:
+        if data is not None:
+            with SafetensorsSource(data) as parts:
+                for name in order:
+                    sink.write(name, parts.load(name))
+        sink.finalize()
+    except BaseException:
+        sink.abort()
+        raise
+
+
+def source_files(source: CheckpointSource) -> list[Path]:
+    """The files a source reads (a folder's files, or a file and the shards it names)."""
+    raw = getattr(source, "path", None)
+    if not isinstance(raw, str) or not os.path.exists(raw):
+        return []
+    path = Path(raw).absolute()
+    if path.is_dir():
+        return [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
+    shards = sorted(set(getattr(source, "weight_map", {}).values()))
+    return [path, *(path.parent / name for name in shards)]
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    found = path.stat()
+    return found.st_size, found.st_mtime_ns
+
+
+__all__ = ["Staged", "source_files", "stage_output"]

@@ -1,0 +1,163 @@
+"""What runs on a Dask worker: the check that it sees the shared storage, and one part.
+
+A worker opens SRC by path, plans the same partition as the client (kept per process, as
+every part of a run shares it) and runs one part, writing each output at its offset in the
+files of DST's work folder, then syncs them. Nothing here holds state the client needs: a
+part run twice writes the same bytes to the same places. Imports the engine only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lazyparams.engine.compile import trace_transform
+from lazyparams.engine.part_run import PartStats, run_part
+from lazyparams.engine.partition import Partition, build_partition
+from lazyparams.engine.recipes import load_spec
+from lazyparams.errors import CheckpointError, ConvertError
+from lazyparams.io import TensorInfo, check_declared, open_source
+from lazyparams.io.filemap import write_array_at
+from lazyparams.io.partial import rows_offset
+
+_SYNC = getattr(os, "fdatasync", os.fsync)
+
+
+@dataclass(frozen=True, slots=True)
+class PartJob:
+    """Everything a worker needs to run one part (small, so it travels with the task)."""
+
+    spec: str | Callable[..., Any]
+    spec_name: str
+    source: str
+    part: int
+    part_size: int
+    budget: int | None
+    outputs: tuple[str, ...]
+    targets: dict[str, tuple[str, int]]
+    """Output name -> (file in the work folder, offset of its data)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartResult:
+    """What a worker reports back for one part."""
+
+    worker: str
+    stats: PartStats
+    outputs: tuple[str, ...]
+
+
+_PARTITIONS: dict[tuple[Any, ...], Partition] = {}
+
+
+def see_paths(expected: dict[str, tuple[int, int] | None]) -> list[str]:
+    """The paths of `expected` this process cannot see as the client does.
+
+    A value (size, mtime in ns) must match the file; None asks for a writable folder.
+    """
+    problems = []
+    for path, stat in expected.items():
+        try:
+            found = os.stat(path)
+        except OSError as err:
+            problems.append(f"{path} ({err.strerror or err})")
+            continue
+        if stat is None and not os.access(path, os.W_OK | os.X_OK):
+            problems.append(f"{path} (not writable)")
+        elif stat is not None and (found.st_size, found.st_mtime_ns) != stat:
+            problems.append(f"{path} (another file: size or time differ from the client's)")
+    return problems
+
+
+def run_part_job(job: PartJob, worker: str = "") -> PartResult:
+    """Run part `job.part` into the work folder's files; sync them before returning."""
+    partition = _partition(job)
+    part = partition.parts[job.part]
+    if tuple(info.name for info in part.outputs) != job.outputs:
+        raise ConvertError(
+            f"worker {worker or socket.gethostname()}: part {job.part} of {job.source} plans "
+            "other outputs than the client's; expected the same lazyparams version and source"
+        )
+    output = OffsetOutput(job.targets, {info.name: info for info in part.outputs})
+    with open_source(job.source) as source:
+        try:
+            stats = run_part(partition, part, source, output)
+            output.finalize()
+        finally:
+            output.close()
+    return PartResult(worker, stats, job.outputs)
+
+
+def _partition(job: PartJob) -> Partition:
+    """The partition of the job's run, planned once per process."""
+    key = (
+        job.spec if isinstance(job.spec, str) else id(job.spec),
+        job.source,
+        job.part_size,
+        job.budget,
+    )
+    if key not in _PARTITIONS:
+        _PARTITIONS.clear()  # one run at a time keeps one plan in memory
+        with open_source(job.source) as source:
+            traced = trace_transform(load_spec(job.spec), source)
+            _PARTITIONS[key] = build_partition(
+                traced,
+                source,
+                spec=job.spec_name,
+                workers=1,
+                part_size=job.part_size,
+                budget=job.budget,
+            )
+    return _PARTITIONS[key]
+
+
+class OffsetOutput:
+    """Writes outputs at fixed offsets of files that already exist (laid out by the client)."""
+
+    def __init__(self, targets: dict[str, tuple[str, int]], infos: dict[str, TensorInfo]) -> None:
+        self.targets, self.infos = targets, infos
+        self.files = tuple(sorted({path for path, _ in targets.values()}))
+        self._fds: dict[str, int] = {}
+
+    def _fd(self, name: str) -> tuple[int, int]:
+        path, offset = self.targets[name]
+        if path not in self._fds:
+            try:
+                self._fds[path] = os.open(path, os.O_RDWR)
+            except OSError as err:
+                raise CheckpointError(
+                    f"{path}: cannot open the output file laid out by the client: {err}; "
+                    "expected it on storage this worker shares"
+                ) from None
+        return self._fds[path], offset
+
+    def write(self, name: str, array: Any) -> None:
+        check_declared(self.targets[name][0], self.infos, name, array)
+        fd, offset = self._fd(name)
+        write_array_at(fd, array, offset)
+
+    def write_rows(self, name: str, start: int, block: Any) -> None:
+        fd, offset = self._fd(name)
+        write_array_at(fd, block, offset + rows_offset(self.infos[name], int(start)))
+
+    def finalize(self) -> None:
+        """Sync every file written, so the client may journal the part as done."""
+        for fd in self._fds.values():
+            _SYNC(fd)
+
+    def abort(self) -> None:
+        self.close()
+
+    def suspend(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the files (idempotent)."""
+        while self._fds:
+            os.close(self._fds.popitem()[1])
+
+
+__all__ = ["OffsetOutput", "PartJob", "PartResult", "run_part_job", "see_paths"]

@@ -1,0 +1,267 @@
+"""The units a partitioned plan is made of: groups of outputs that share their computation.
+
+One pass over the traced function joins every output with the steps it needs; outputs that
+read a common input are then joined too (tied embeddings, fused groups, stacked experts) while
+the joined unit stays within a size, so such an input is read once. Each unit has a signature,
+equal for units that differ only in which tensors they name, so one compiled plan serves all
+of them. Imports `ir`, `analysis` and the engine's own modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lazyparams.analysis.liveness import used_vars
+from lazyparams.engine.compile import FUNC, function_of, output_infos
+from lazyparams.io import TensorInfo
+from lazyparams.ir import (
+    Binding,
+    BindingBlock,
+    Call,
+    ExternFunc,
+    Function,
+    GlobalVar,
+    IRModule,
+    Op,
+    SeqExpr,
+    Tuple,
+    TupleGetItem,
+    TupleStructInfo,
+    Var,
+    VarBinding,
+    struct_info_of,
+    structural_hash,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Outputs (positions in output order) computed together, the inputs they read (indices,
+    in order of first use) and the signature of the computation (names aside)."""
+
+    outputs: tuple[int, ...]
+    inputs: tuple[int, ...]
+    signature: Hashable
+    reads: tuple[tuple[Var, ...], ...] = field(default=(), compare=False, repr=False)
+    """The vars that read each input, in the order of `inputs`."""
+    steps: tuple[Binding, ...] = field(default=(), compare=False, repr=False)
+    """The unit's bindings other than reads, in traced order."""
+
+
+class _Joiner:
+    """Union-find over hashable keys."""
+
+    def __init__(self) -> None:
+        self.parent: dict[Hashable, Hashable] = {}
+
+    def find(self, key: Hashable) -> Hashable:
+        root = self.parent.setdefault(key, key)
+        while root != self.parent[root]:
+            root = self.parent[root]
+        while key != root:  # path compression keeps later finds short
+            self.parent[key], key = root, self.parent[key]
+        return root
+
+    def join(self, a: Hashable, b: Hashable) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def find_units(traced: IRModule, inputs: Sequence[TensorInfo], join_limit: int) -> list[Unit]:
+    """The units of a traced module, in the order of their first output.
+
+    Outputs that read a common input are joined while the joined unit writes at most
+    `join_limit` bytes (the largest shared inputs first); an input shared beyond that is read
+    by each unit that needs it.
+    """
+    func = function_of(traced)
+    params, bindings = func.params[0], func.bindings()
+    result = bindings[-1].value
+    assert isinstance(result, Tuple)
+    reads = {b.var: _read_index(b.value, params) for b in bindings if _is_read(b.value, params)}
+    steps = _Joiner()
+    for binding in bindings[:-1]:
+        if binding.var not in reads:
+            steps.find(binding.var)
+            for used in used_vars(binding.value):
+                if used not in reads and used is not params:
+                    steps.join(binding.var, used)
+    keys = [
+        _output_key(field, reads, steps, position) for position, field in enumerate(result.fields)
+    ]
+    needs = _inputs_of_steps(bindings[:-1], reads, steps)
+    out_bytes = _bytes_by_key(keys, traced)
+    units = _join_shared(keys, needs, inputs, out_bytes, join_limit)
+    return _described_units(traced, keys, units, needs, reads, steps)
+
+
+def _is_read(value: Any, params: Var) -> bool:
+    return isinstance(value, TupleGetItem) and value.tuple_value is params
+
+
+def _read_index(value: Any, params: Var) -> int:
+    assert isinstance(value, TupleGetItem)
+    return value.index
+
+
+def _output_key(field: Any, reads: dict[Var, int], steps: _Joiner, position: int) -> Hashable:
+    """The group of one output: its input (passed through), its steps, or itself (a constant)."""
+    if isinstance(field, Var) and field in reads:
+        return ("input", reads[field])
+    if isinstance(field, Var) and field in steps.parent:
+        return steps.find(field)
+    return ("output", position)
+
+
+def _inputs_of_steps(
+    bindings: Sequence[Any], reads: dict[Var, int], steps: _Joiner
+) -> dict[Hashable, list[int]]:
+    """The inputs each group of steps reads, in order of first use."""
+    needs: dict[Hashable, dict[int, None]] = {}
+    for binding in bindings:
+        if binding.var in reads:
+            continue
+        group = needs.setdefault(steps.find(binding.var), {})
+        for used in used_vars(binding.value):
+            if used in reads:
+                group[reads[used]] = None
+    found = {key: list(group) for key, group in needs.items()}
+    found.update({("input", i): [i] for i in reads.values()})
+    return found
+
+
+def _bytes_by_key(keys: Sequence[Hashable], traced: IRModule) -> dict[Hashable, int]:
+    """Bytes written by each group."""
+    sizes: dict[Hashable, int] = {}
+    for key, info in zip(keys, output_infos(traced), strict=True):
+        sizes[key] = sizes.get(key, 0) + info.nbytes
+    return sizes
+
+
+def _join_shared(
+    keys: Sequence[Hashable],
+    needs: dict[Hashable, list[int]],
+    inputs: Sequence[TensorInfo],
+    out_bytes: dict[Hashable, int],
+    join_limit: int,
+) -> _Joiner:
+    """Join the groups that read a common input, largest inputs first, within `join_limit`."""
+    users: dict[int, list[Hashable]] = {}
+    for key in dict.fromkeys(keys):
+        for index in needs.get(key, []):
+            users.setdefault(index, []).append(key)
+    units, size = _Joiner(), dict(out_bytes)
+    for index in sorted(users, key=lambda i: -inputs[i].nbytes):
+        first, *rest = users[index]
+        for other in rest:
+            a, b = units.find(first), units.find(other)
+            if a != b and size.get(a, 0) + size.get(b, 0) <= join_limit:
+                units.join(a, b)
+                size[b] = size.get(a, 0) + size.get(b, 0)
+    return units
+
+
+def _described_units(
+    traced: IRModule,
+    keys: Sequence[Hashable],
+    units: _Joiner,
+    needs: dict[Hashable, list[int]],
+    reads: dict[Var, int],
+    steps: _Joiner,
+) -> list[Unit]:
+    """Each unit's outputs, inputs (first use) and signature, in order of first output."""
+    members: dict[Hashable, list[int]] = {}
+    for position, key in enumerate(keys):
+        members.setdefault(units.find(key), []).append(position)
+    of_step = {key: units.find(key) for key in dict.fromkeys(keys)}
+    bindings = function_of(traced).bindings()[:-1]
+    by_unit: dict[Hashable, list[Any]] = {root: [] for root in members}
+    for binding in bindings:
+        if binding.var in reads:
+            continue
+        root = of_step.get(steps.find(binding.var))
+        if root is not None:
+            by_unit[root].append(binding)
+    result = function_of(traced).bindings()[-1].value
+    assert isinstance(result, Tuple)
+    readers: dict[int, list[Var]] = {}
+    for var, index in reads.items():
+        readers.setdefault(index, []).append(var)
+    found = []
+    for root, outputs in members.items():
+        used = dict.fromkeys(
+            i for key in dict.fromkeys(keys[p] for p in outputs) for i in needs.get(key, [])
+        )
+        fields = [result.fields[p] for p in outputs]
+        read_vars = [var for index in used for var in readers[index]]
+        signature = _signature(by_unit[root], fields, list(used), read_vars, reads)
+        unit_reads = tuple(tuple(readers[index]) for index in used)
+        found.append(Unit(tuple(outputs), tuple(used), signature, unit_reads, tuple(by_unit[root])))
+    return found
+
+
+def unit_module(traced: IRModule, unit: Unit) -> IRModule:
+    """The traced module of `unit` alone: its params are only the unit's inputs, so compiling
+    it costs the unit's size, not the model's."""
+    func = function_of(traced)
+    params = func.params[0]
+    fields = struct_info_of(params).fields  # type: ignore[attr-defined]
+    own = Var(params.name_hint, TupleStructInfo(tuple(fields[i] for i in unit.inputs)))
+    reads = [
+        VarBinding(var, TupleGetItem(own, position))
+        for position, readers in enumerate(unit.reads)
+        for var in readers
+    ]
+    result = func.bindings()[-1]
+    assert isinstance(result.value, Tuple)
+    values = tuple(result.value.fields[o] for o in unit.outputs)
+    ret = TupleStructInfo(tuple(struct_info_of(v) for v in values))
+    out = Var(result.var.name_hint, ret)
+    body = SeqExpr((BindingBlock((*reads, *unit.steps, VarBinding(out, Tuple(values)))),), out)
+    inputs, outputs = func.attrs["input_names"], func.attrs["output_names"]
+    attrs = {
+        **func.attrs,
+        "input_names": tuple(inputs[i] for i in unit.inputs),
+        "output_names": tuple(outputs[o] for o in unit.outputs),
+    }
+    return traced.with_function(FUNC, Function((own,), body, ret, func.is_pure, attrs))
+
+
+def _signature(
+    bindings: Sequence[Any],
+    fields: Sequence[Any],
+    inputs: Sequence[int],
+    read_vars: Sequence[Var],
+    reads: dict[Var, int],
+) -> Hashable:
+    """A description of a unit's computation in which tensors are numbered, not named."""
+    rank = {index: order for order, index in enumerate(sorted(inputs))}
+    local = {var: -1 - inputs.index(reads[var]) for var in read_vars}
+    steps = []
+    for binding in bindings:
+        steps.append((str(struct_info_of(binding.var)), _describe(binding.value, local)))
+        local[binding.var] = len(local)
+    read_infos = tuple(sorted((local[v], str(struct_info_of(v))) for v in local if local[v] < 0))
+    order = tuple(rank[i] for i in inputs)
+    return (tuple(steps), read_infos, order, tuple(_describe(f, local) for f in fields))
+
+
+def _describe(expr: Any, local: dict[Var, int]) -> Hashable:
+    """`expr` with vars replaced by their local numbers."""
+    if isinstance(expr, Var):
+        return ("var", local.get(expr))
+    if isinstance(expr, Call):
+        args = tuple(_describe(arg, local) for arg in expr.args)
+        attrs = repr(sorted(expr.attrs.items()))
+        return ("call", _describe(expr.op, local), args, attrs, tuple(map(str, expr.sinfo_args)))
+    if isinstance(expr, Tuple):
+        return ("tuple", tuple(_describe(f, local) for f in expr.fields))
+    if isinstance(expr, TupleGetItem):
+        return ("item", _describe(expr.tuple_value, local), expr.index)
+    if isinstance(expr, Op | ExternFunc | GlobalVar):
+        return (type(expr).__name__, repr(expr))
+    return ("other", structural_hash(expr))
+
+
+__all__ = ["Unit", "find_units", "unit_module"]

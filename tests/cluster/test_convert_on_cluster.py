@@ -1,0 +1,178 @@
+"""Conversions on a LocalCluster of two single-threaded worker processes (one per module).
+
+Each is compared byte for byte with the one-machine conversion; the fault tests kill a worker
+mid-part, kill the client between parts, hide SRC from a worker, and fail a tensor's load.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from lazyparams.cluster import MEMORY_RESOURCE, convert_on_cluster  # noqa: E402
+from lazyparams.engine import convert  # noqa: E402
+from lazyparams.engine.journal import read_journal, work_dir  # noqa: E402
+from lazyparams.errors import BudgetError, CheckpointError, ConvertError  # noqa: E402
+from tests.cluster import helpers  # noqa: E402
+from tests.engine.helpers import SMALL_SHARD, cli_env, small_llama, tree_bytes  # noqa: E402
+
+SPEC = "fuse-qkv+cast:float16"
+PART = 24 * 1024  # about eight parts of the small llama
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[distributed.Client]:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            resources={MEMORY_RESOURCE: 1 << 30},
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as connected,
+    ):
+        yield connected
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return small_llama(tmp_path_factory.mktemp("src") / "llama")
+
+
+@pytest.fixture(autouse=True)
+def _healthy(client: distributed.Client) -> Iterator[None]:
+    client.wait_for_workers(2, timeout=60)
+    yield
+    client.run(helpers.restore)
+
+
+def _one_machine(source: Path, dst: Path, **options: object) -> dict[str, bytes]:
+    convert(SPEC, source, dst, progress=False, **options)  # type: ignore[arg-type]
+    return tree_bytes(dst)
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [("sharded", {"shard_size": SMALL_SHARD}), ("out.npz", {}), ("out.gguf", {})],
+)
+def test_output_is_byte_identical_to_one_machine(
+    client: distributed.Client, source: Path, tmp_path: Path, name: str, options: dict[str, int]
+) -> None:
+    expected = _one_machine(source, tmp_path / "one" / name, **options)
+    dst = tmp_path / "two" / name
+    report = convert_on_cluster(
+        SPEC, source, dst, cluster=client, part_size=PART, progress=False, **options
+    )
+    assert tree_bytes(dst) == expected
+    assert report.parts_run == len(report.partition.parts) > 2
+    assert len(report.workers) == 2  # both workers ran parts
+    assert not work_dir(dst).exists()
+    assert report.measured_peak_bytes == report.predicted_peak_bytes
+
+
+def test_a_worker_killed_mid_part_is_replaced_and_the_result_is_identical(
+    client: distributed.Client, source: Path, tmp_path: Path
+) -> None:
+    expected = _one_machine(source, tmp_path / "one", shard_size=SMALL_SHARD)
+    marker = tmp_path / "died"
+    victim = sorted(client.scheduler_info()["workers"])[0]
+    client.run(helpers.die_on_first_write, str(marker), workers=[victim])
+    dst = tmp_path / "two"
+    convert_on_cluster(
+        SPEC, source, dst, cluster=client, shard_size=SMALL_SHARD, part_size=PART, progress=False
+    )
+    assert marker.exists()  # the worker died with a part half done
+    assert tree_bytes(dst) == expected
+
+
+KILLING_CLIENT = """
+import os, sys
+from lazyparams.cluster import convert_on_cluster
+from lazyparams.engine.output import StagedSafetensors
+
+record = StagedSafetensors.record_written
+
+def record_then_die(self, names):
+    record(self, names)
+    os.kill(os.getpid(), 9)  # the client dies right after journaling its first part
+
+StagedSafetensors.record_written = record_then_die
+convert_on_cluster("{spec}", sys.argv[1], sys.argv[2], cluster=sys.argv[3], shard_size={shard},
+                   part_size={part}, progress=False)
+"""
+
+
+def test_a_killed_client_resumes_with_only_the_missing_parts(
+    client: distributed.Client, source: Path, tmp_path: Path
+) -> None:
+    expected = _one_machine(source, tmp_path / "one", shard_size=SMALL_SHARD)
+    dst = tmp_path / "two"
+    script = KILLING_CLIENT.format(spec=SPEC, shard=SMALL_SHARD, part=PART)
+    address = client.scheduler.address
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(source), str(dst), address],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == -9, done.stderr
+    journaled = read_journal(work_dir(dst))
+    assert journaled and not dst.exists()
+    report = convert_on_cluster(
+        SPEC,
+        source,
+        dst,
+        cluster=client,
+        shard_size=SMALL_SHARD,
+        part_size=PART,
+        resume=True,
+        progress=False,
+    )
+    assert report.resumed_outputs == len(journaled)
+    assert 0 < report.parts_run < len(report.partition.parts)
+    assert tree_bytes(dst) == expected
+
+
+def test_a_budget_too_small_for_a_part_is_refused_before_any_part_runs(
+    client: distributed.Client, source: Path, tmp_path: Path
+) -> None:
+    dst = tmp_path / "out"
+    with pytest.raises(BudgetError, match=r"part \d+ .* needs .* per-worker budget of 1\.0 KiB"):
+        convert_on_cluster(SPEC, source, dst, cluster=client, budget=1024, progress=False)
+    assert not dst.exists() and not work_dir(dst).exists()
+
+
+def test_a_worker_that_cannot_see_src_is_named_before_any_data_moves(
+    client: distributed.Client, source: Path, tmp_path: Path
+) -> None:
+    blind = sorted(client.scheduler_info()["workers"])[1]
+    client.run(helpers.hide_path, str(source), workers=[blind])
+    dst = tmp_path / "out"
+    with pytest.raises(ConvertError, match=re.escape(f"worker {blind}: cannot see {source}")):
+        convert_on_cluster(SPEC, source, dst, cluster=client, progress=False)
+    assert not dst.exists() and not work_dir(dst).exists()
+
+
+def test_a_lazyparams_error_in_a_part_stops_the_run_without_output(
+    client: distributed.Client, source: Path, tmp_path: Path
+) -> None:
+    client.run(helpers.fail_load_of, "model.layers.1.mlp.down_proj.weight")
+    dst = tmp_path / "out"
+    with pytest.raises(CheckpointError, match=r"down_proj\.weight'. damaged data"):
+        convert_on_cluster(SPEC, source, dst, cluster=client, part_size=PART, progress=False)
+    assert not dst.exists()
+
+
+def test_local_n_starts_its_own_cluster_and_checks_n(source: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConvertError, match="expected local:N with N a positive number"):
+        convert(SPEC, source, tmp_path / "out", cluster="local:zero", progress=False)
