@@ -2,7 +2,8 @@
 
 The function takes `fget_param` (`R.Callable([R.Prim("int64"), R.Object], R.Object)`, impure)
 right after its runtime inputs, and reads weight i as `fget_param(R.prim_value(i), R.str(name))`
-at its first use; `num_input` counts the callback. Loads are impure, so the function becomes
+at its first use, `match_cast` to the weight's struct info so that a wrong weight is refused
+naming its index; `num_input` counts the callback. Loads are impure, so the function becomes
 impure and loses its dataflow blocks. Imports `ir`, `op` and `analysis`.
 """
 
@@ -27,7 +28,7 @@ class LazyGetInput(NamedFunctionPass):
         inputs = weight_inputs(func, first)
         fget = Var("fget_param", CALLBACK_SINFO)
         params = (*func.params[:first], fget)
-        style = LazyStyle(CallStyle(fget, (), with_name=True), None)
+        style = LazyStyle(CallStyle(fget, (), with_name=True), None, check_loads=True)
         lazy = rewrite_lazy(func, inputs, style, params, f"{self.name}: function {name!r}")
         attrs = {**func.attrs, "num_input": first + 1}
         return to_non_dataflow(Function(params, lazy.body, lazy.ret_struct_info, False, attrs))

@@ -5,8 +5,9 @@ outputs are handed off right after their definition.
 `LazySetOutput` with callback params. Loads and hand-offs go where the data flow puts them:
 1. before a binding, every weight it reads that is not loaded yet (a `params[i]` alias
    binding becomes the load itself; a later alias of the same weight is dropped);
-2. a load that some read needs typed is `R.match_cast(load, sinfo)`, which also defines the
-   weight's symbolic dims; a binding using a dim no loaded weight defines yet loads it first;
+2. a load that some read needs typed (every load, when checked) is `R.match_cast(load, sinfo)`,
+   which also defines the weight's symbolic dims; a binding using a dim no loaded weight
+   defines yet loads it first;
 3. after a binding (or a load), the hand-off of every output index it defines;
 4. where the output tuple was built, the hand-offs of constants and runtime inputs, then the
    result: the tuple of hand-off results, or the unit tuple in callback style.
@@ -58,12 +59,15 @@ class CallStyle:
 
 @dataclass(frozen=True, slots=True)
 class LazyStyle:
-    """What to make lazy: loads (`load`), hand-offs (`store`), and what the function returns
-    once its outputs are handed off (`return_handles`: the hand-off results, else unit)."""
+    """What to make lazy: loads (`load`), hand-offs (`store`), what the function returns once
+    its outputs are handed off (`return_handles`: the hand-off results, else unit), and whether
+    every load is checked against its weight's struct info (`check_loads`), not only those a
+    read needs typed."""
 
     load: CallStyle | None
     store: CallStyle | None
     return_handles: bool = True
+    check_loads: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +191,8 @@ class _LazyRewriter(ExprMutator):
         call = packed_call(load.callee, args)
         sinfo = self.inputs.sinfos[weight]
         dataflow = self._in_dataflow() and self.reads.blocks.get(weight, set()) <= {self.block_id}
-        if weight in self.reads.typed and not isinstance(sinfo, ObjectStructInfo):
+        typed = self.style.check_loads or weight in self.reads.typed
+        if typed and not isinstance(sinfo, ObjectStructInfo):
             var = self._new_var(hint, sinfo, dataflow, keep_name)
             self.builder.emit_binding(MatchCast(var, call, sinfo))
             self.defined.update(prim_vars(sinfo))
