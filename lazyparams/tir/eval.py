@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import EllipsisType
 from typing import Any
 
 import numpy as np
@@ -206,7 +207,11 @@ class _Leaf:
             if low < 0 or a.const + sum(max(0, s) for s in steps) >= n:
                 return None
         # the Ellipsis keeps a 0-d buffer's view an array (plain `data[()]` is a scalar copy)
-        start = data[(*(slice(a.const, a.const + 1) for a in idx), Ellipsis)]
+        corner: tuple[slice | EllipsisType, ...] = (
+            *(slice(a.const, a.const + 1) for a in idx),
+            Ellipsis,
+        )
+        start = data[corner]
         strides = [
             sum(s * a.coeffs[k] for s, a in zip(data.strides, idx, strict=True))
             for k in range(len(self.extents))
