@@ -8,9 +8,10 @@ outputs are handed off right after their definition.
 2. a load that some read needs typed (every load, when checked) is `R.match_cast(load, sinfo)`,
    which also defines the weight's symbolic dims; a binding using a dim no loaded weight
    defines yet loads it first;
-3. after a binding (or a load), the hand-off of every output index it defines;
-4. where the output tuple was built, the hand-offs of constants and runtime inputs, then the
-   result: the tuple of hand-off results, or the unit tuple in callback style.
+3. at the start, the hand-off of every param returned as it is; after a binding (or a load),
+   the hand-off of every output index it defines;
+4. where the output tuple was built, the hand-offs of constants, then the result: the tuple
+   of hand-off results, or the unit tuple in callback style.
 Imports `ir`, `op` and `analysis`.
 """
 
@@ -131,12 +132,16 @@ class _LazyRewriter(ExprMutator):
         blocks = self.func.body.blocks
         for self.block_id, block in enumerate(blocks):
             self.builder.begin_block(isinstance(block, DataflowBlock))
+            if self.block_id == 0:
+                self._start_hand_offs()
             for binding in block.bindings:
                 self._rewrite_binding(binding, index)
                 index += 1
         self.block_id = len(blocks)
         if not blocks or isinstance(blocks[-1], DataflowBlock):
             self.builder.begin_block(False)
+        if not blocks:
+            self._start_hand_offs()
         result = self._finish()
         body = SeqExpr(self.builder.take_blocks(), result)
         return LazyBody(body, self._ret_struct_info(result), tuple(self.loaded.values()))
@@ -277,6 +282,10 @@ class _LazyRewriter(ExprMutator):
         var = self._new_var("lv", ObjectStructInfo(), self._in_dataflow() and local, False)
         self.builder.emit_binding(VarBinding(var, call))
         self.handles[out] = var
+
+    def _start_hand_offs(self) -> None:
+        for out in self.anchors.at_start:
+            self._hand_off(out)
 
     def _output_point(self, binding: Binding | None) -> None:
         assert self.site is not None
