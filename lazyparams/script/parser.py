@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lazyparams.errors import ParseError
-from lazyparams.ir.expr import BaseFunc, GlobalVar
+from lazyparams.ir.expr import PRIVATE, BaseFunc, GlobalVar
 from lazyparams.ir.module import IRModule
 from lazyparams.script.parse_prim import literal
 from lazyparams.script.parse_relax import parse_relax_function
@@ -127,14 +127,22 @@ def parse_function_node(
         return parse_prim_func(src, node)
     if name == "R.function":
         is_pure = _decorator_options(src, deco, name)
-        return parse_relax_function(src, node, module, is_pure)
+        func = parse_relax_function(src, node, module, is_pure)
+        return func.with_attr(PRIVATE, True) if _is_private(src, deco) else func
     raise src.error(
         deco, f"function {node.name}: expected @R.function or @T.prim_func, got @{show(deco)}"
     )
 
 
+def _is_private(src: Source, deco: ast.expr) -> bool:
+    """`private=` of `@R.function(private=True)`: the function is not public."""
+    options = {kw.arg: kw.value for kw in deco.keywords} if isinstance(deco, ast.Call) else {}
+    return bool_arg(src, options.get("private"), "@R.function private", False)
+
+
 def _decorator_options(src: Source, deco: ast.expr, name: str) -> bool:
-    """`pure=` of `@R.function(pure=False)`; `private=` is accepted and has no effect here."""
+    """`pure=` of `@R.function(pure=False)`, checking the other options; a Relax function's
+    `private=` is read by `_is_private`, a PrimFunc's has no effect here."""
     if not isinstance(deco, ast.Call):
         return True
     names = ["pure", "private"] if name == "R.function" else ["private"]

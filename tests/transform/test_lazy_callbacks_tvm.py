@@ -262,3 +262,33 @@ def test_get_input_refuses_a_callback_left_among_the_weights() -> None:
     after_set = LazySetOutput(func_names=NAMED)(_mul_add(returns_b=False))
     with pytest.raises(TransformError, match="got the callable 'fset_output' after the runtime"):
         LazyGetInput(func_names=NAMED)(after_set)
+
+
+def _public_and_private() -> IRModule:
+    @I.ir_module
+    class Before:
+        @R.function
+        def main(w: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+            y = R.add(w, w)
+            return y
+
+        @R.function(private=True)
+        def helper(w: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+            return w
+
+    return Before
+
+
+def test_every_public_mode_rewrites_each_public_function_as_tvm_does() -> None:
+    before = _public_and_private()
+    for pass_ in (LazyGetInput(every_public=True), LazySetOutput(every_public=True)):
+        after = pass_(before)
+        assert after["helper"] is before["helper"]
+        assert after["main"] is not before["main"]
+    by_suffix = LazyGetInput()(before)
+    assert by_suffix["main"] is before["main"]
+
+
+def test_every_public_refuses_func_names_too() -> None:
+    with pytest.raises(TransformError, match="expected every_public=True without func_names"):
+        LazyGetInput(func_names=["main"], every_public=True)
