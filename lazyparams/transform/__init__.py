@@ -10,6 +10,7 @@ from lazyparams.transform.kill_after_last_use import KillAfterLastUse
 from lazyparams.transform.lazy_get_input import LazyGetInput
 from lazyparams.transform.lazy_set_output import LazySetOutput
 from lazyparams.transform.lazy_transform_params import LazyTransformParams
+from lazyparams.transform.lift_transform_params import LiftTransformParams
 from lazyparams.transform.pipeline import standard_pipeline
 from lazyparams.transform.schedule_for_memory import ScheduleForMemory
 from lazyparams.transform.to_non_dataflow import ToNonDataflow
@@ -22,6 +23,7 @@ __all__ = [
     "LazyGetInput",
     "LazySetOutput",
     "LazyTransformParams",
+    "LiftTransformParams",
     "Pass",
     "ScheduleForMemory",
     "Sequential",
