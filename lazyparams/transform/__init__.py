@@ -4,6 +4,7 @@ Imports `ir`, `tir`, `op` and `analysis`.
 """
 
 from lazyparams.transform.base import FunctionPass, Pass, Sequential
+from lazyparams.transform.bundle_model_params import BundleModelParams
 from lazyparams.transform.chunk_rows import ChunkRows
 from lazyparams.transform.dead_code_elimination import DeadCodeElimination
 from lazyparams.transform.kill_after_last_use import KillAfterLastUse
@@ -16,6 +17,7 @@ from lazyparams.transform.schedule_for_memory import ScheduleForMemory
 from lazyparams.transform.to_non_dataflow import ToNonDataflow
 
 __all__ = [
+    "BundleModelParams",
     "ChunkRows",
     "DeadCodeElimination",
     "FunctionPass",

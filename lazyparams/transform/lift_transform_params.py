@@ -12,8 +12,9 @@ For every Relax function with `num_input` (its params after the first `num_input
 3. build `<name>_transform_params(params: R.Tuple(weights))` (`num_input` 0), one dataflow
    block loading each weight at its first use and returning the outputs;
 4. rebuild the model function on its runtime inputs and one param per output.
-A function with nothing to lift is left as it is, so the pass is idempotent. Imports `ir`,
-`op` and `analysis`.
+A function with nothing to lift still gets its transform (passing the weights it reads through),
+so a caller may always run one; once it has one, a function with nothing more to lift is left as
+it is, so the pass is idempotent. Imports `ir`, `op` and `analysis`.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ class LiftTransformParams(Pass):
             if "num_input" not in func.attrs or name.endswith(SUFFIX):
                 continue
             plan = _plan(func, num_input(func, name, self.name))
-            if not plan.lifted and not plan.barriers:
+            nothing_to_lift = not plan.lifted and not plan.barriers
+            if nothing_to_lift and name + SUFFIX in mod:
                 continue
             if name + SUFFIX in mod:
                 raise TransformError(
