@@ -168,9 +168,15 @@ class SeqExpr(Expr):
     body: Expr
 
 
+PRIVATE = "private"
+"""The Function attr marking a function that is not public (`@R.function(private=True)`):
+passes meant for every public function, as TVM's callback passes are, leave it alone."""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Function(Expr, BaseFunc):
-    """A Relax function. `attrs` may hold `num_input`, `global_symbol` and recorded names."""
+    """A Relax function. `attrs` may hold `num_input`, `global_symbol`, `PRIVATE` and recorded
+    names."""
 
     params: tuple[Var, ...]
     body: SeqExpr
@@ -181,6 +187,11 @@ class Function(Expr, BaseFunc):
     def bindings(self) -> list[Binding]:
         """Every binding of the body, in order."""
         return [b for block in self.body.blocks for b in block.bindings]
+
+    @property
+    def is_public(self) -> bool:
+        """Whether the function is public (not marked `PRIVATE`)."""
+        return self.attrs.get(PRIVATE) is not True
 
     def with_attr(self, key: str, value: Any) -> Function:
         """A copy with one attribute set."""

@@ -14,7 +14,7 @@ from lazyparams.op.base import (
     register,
 )
 from lazyparams.op.binary import add, broadcast_shapes, divide, matmul, multiply, subtract
-from lazyparams.op.builtin import call_packed, call_tir, kill_object
+from lazyparams.op.builtin import call_packed, call_tir, kill_object, stop_lift_params
 from lazyparams.op.create import const, ones, prim_value, zeros
 from lazyparams.op.describe import describe, show_dim
 from lazyparams.op.dims import dims_equal
@@ -53,6 +53,7 @@ __all__ = [
     "reshape",
     "show_dim",
     "split",
+    "stop_lift_params",
     "strided_slice",
     "subtract",
     "take",

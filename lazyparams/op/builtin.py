@@ -1,4 +1,5 @@
-"""Calls that leave the op world: call_tir, vm.kill_object, and extern calls (call_packed).
+"""Calls that leave the op world: call_tir, vm.kill_object, the builtin.stop_lift_params
+barrier, and extern calls (call_packed).
 
 `call_tir` has two operands, the PrimFunc's GlobalVar and a tuple of arguments; its
 `out_sinfo` is not an attr but the call's `sinfo_args` (one struct info per output; several
@@ -80,6 +81,20 @@ def kill_object(x: Expr) -> Call:
     return make_call("vm.kill_object", [x])
 
 
+# builtin.stop_lift_params --------------------------------------------------------------------
+
+
+def _infer_stop_lift_params(call: Call) -> StructInfo:
+    """Its operand's struct info: the barrier is an identity."""
+    return operand(call, 0)
+
+
+def stop_lift_params(x: Expr) -> Call:
+    """`R.builtin.stop_lift_params(x)`: `x` itself, marking where LiftTransformParams stops:
+    `x` may be lifted, what reads the call's result is not."""
+    return make_call("builtin.stop_lift_params", [x])
+
+
 # call_packed --------------------------------------------------------------------------------
 
 
@@ -110,4 +125,5 @@ def call_packed(
 register(
     OpDef("call_tir", (OpParam("func", "expr"), OpParam("args", "expr")), _infer_call_tir),
     OpDef("vm.kill_object", (OpParam("x", "expr"),), _infer_kill_object, pure=False),
+    OpDef("builtin.stop_lift_params", (OpParam("x", "expr"),), _infer_stop_lift_params),
 )

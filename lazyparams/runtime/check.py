@@ -11,10 +11,21 @@ from collections.abc import Mapping
 
 from lazyparams.errors import RuntimeExecError
 from lazyparams.ir.describe import describe
-from lazyparams.ir.expr import Call, Expr, Function, GlobalVar, Op, Tuple, Var
+from lazyparams.ir.expr import (
+    Call,
+    Expr,
+    Function,
+    GlobalVar,
+    Op,
+    PrimValue,
+    StringImm,
+    Tuple,
+    Var,
+)
 from lazyparams.ir.functor import ExprVisitor
 from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.module import IRModule
+from lazyparams.ir.prim import IntImm
 from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
 from lazyparams.runtime.kernels import KERNELS
 from lazyparams.tir.kernel import PrimFuncKernel
@@ -111,12 +122,27 @@ def _arity(call: Call) -> int | None:
     return len(sinfo.fields) if isinstance(sinfo, TupleStructInfo) else None
 
 
+def _literal_args(call: Call) -> str:
+    """A call's operands for a message: literals (a load's index, a weight's name) as
+    written, anything else as `...`."""
+    shown = [_literal(arg) for arg in call.args]
+    return ", ".join(shown) if shown and "..." not in shown else "..."
+
+
+def _literal(arg: Expr) -> str:
+    if isinstance(arg, PrimValue) and isinstance(arg.value, IntImm):
+        return str(arg.value.value)
+    if isinstance(arg, StringImm):
+        return repr(arg.value)
+    return "..."
+
+
 def name_of(expr: Expr | None) -> str:
     """How a message names an operand or callee: `R.op`, `f(...)`, a var's or extern's name."""
     if expr is None:
         return "nothing"
     if isinstance(expr, Call):
-        return f"{name_of(expr.op)}(...)"
+        return f"{name_of(expr.op)}({_literal_args(expr)})"
     if isinstance(expr, Op):
         return f"R.{expr.name}"
     for attr in ("name_hint", "global_symbol"):

@@ -99,6 +99,11 @@ def _expand_dims(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     return np.expand_dims(ops[0], attrs["axis"])
 
 
+@kernel("builtin.stop_lift_params")
+def _stop_lift_params(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    return ops[0]  # an identity; `owned` gives the result its own buffer
+
+
 @kernel("astype")
 def _astype(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     return fast.cast(np.asarray(ops[0]), to_numpy(attrs["dtype"]))

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from lazyparams.ir.module import IRModule
 from lazyparams.script.decorate import parse_module
 
 
-def ir_module(cls: type) -> IRModule:
-    """`@I.ir_module class Module: ...`: the IRModule the class spells."""
-    return parse_module(cls)
+def ir_module(cls: type | None = None, *, s_tir: bool = False) -> Any:
+    """`@I.ir_module class Module: ...`: the IRModule the class spells; TVM 0.27's
+    `@I.ir_module(s_tir=True)` is accepted (every PrimFunc here is schedulable TIR)."""
+    del s_tir
+    return parse_module(cls) if cls is not None else parse_module
 
 
 def module_attrs(attrs: dict[str, Any]) -> None:

@@ -77,10 +77,7 @@ class FunctionParser(RelaxExprParser):
 
     def parse(self, node: ast.FunctionDef, is_pure: bool) -> Function:
         """Step 1 declarations, 2 signature, 3 body statements, 4 the returned expression."""
-        body = list(node.body)
-        while body and (decl := symbol_decl(self.src, body[0])) is not None:
-            self.symbols[decl[0]] = decl[1]
-            body.pop(0)
+        body = self._hoist_declarations(node.body)
         params = tuple(self._param(a) for a in self._args(node))
         ret = self.sinfo.parse(node.returns) if node.returns is not None else None
         if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
@@ -95,6 +92,18 @@ class FunctionParser(RelaxExprParser):
         if ret is None:
             ret = self.checked(body[-1], lambda: struct_info_of(result))
         return Function(params, SeqExpr(tuple(self.blocks), result), ret, is_pure, self.attrs)
+
+    def _hoist_declarations(self, statements: list[ast.stmt]) -> list[ast.stmt]:
+        """Declare every `n = T.int64()` of the function's top level, before the params are
+        read (TVM prints them after `R.func_attr` and `cls = ...` too); the rest of the body."""
+        body = []
+        for stmt in statements:
+            decl = symbol_decl(self.src, stmt)
+            if decl is None:
+                body.append(stmt)
+            else:
+                self.symbols[decl[0]] = decl[1]
+        return body
 
     def _args(self, node: ast.FunctionDef) -> list[ast.arg]:
         a = node.args
@@ -144,7 +153,8 @@ class FunctionParser(RelaxExprParser):
         if symbol_decl(self.src, stmt) is not None:
             raise self.src.error(
                 stmt,
-                f"expected symbolic var declarations ({show(stmt)}) at the start of the function",
+                f"expected symbolic var declarations ({show(stmt)}) at the function's top level, "
+                "not inside a block",
             )
         if self._module_alias(target, stmt.value):
             return

@@ -91,6 +91,14 @@ class RelaxExprParser:
         hint = " (write R.prim_value(...) or R.const(...))" if number(node) is not None else ""
         raise self.src.error(node, f"expected a Relax expression{hint}, got {show(node)}")
 
+    def extern_operand(self, node: ast.AST) -> Expr:
+        """An operand of an extern or callback call: a bare int is `R.prim_value(int)`, as
+        TVM 0.27 prints a load's index; anything else is a Relax expression."""
+        value = number(node)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return PrimValue(self.dims.expr(node))
+        return self.expr(node)
+
     def var(self, node: ast.Name) -> Var:
         """The var a name refers to; dataflow vars are out of reach after their block."""
         if node.id in self.vars:
@@ -191,7 +199,7 @@ class RelaxExprParser:
                 node.func, f"expected a callable (R.Callable) var, got {show(node.func)}: {got}"
             )
         sinfo = self._sinfo_keyword(node, show(node.func), ())
-        return Call(callee, tuple(self.expr(a) for a in node.args), {}, sinfo)
+        return Call(callee, tuple(self.extern_operand(a) for a in node.args), {}, sinfo)
 
     def _sinfo_keyword(
         self, node: ast.Call, what: str, default: tuple[StructInfo, ...]
@@ -212,7 +220,7 @@ class RelaxExprParser:
                 node, 'R.call_packed: expected the function name first, as in R.call_packed("f", x)'
             )
         sinfo = self._sinfo_keyword(node, "R.call_packed", (ObjectStructInfo(),))
-        args = tuple(self.expr(a) for a in node.args[1:])
+        args = tuple(self.extern_operand(a) for a in node.args[1:])
         return Call(ExternFunc(node.args[0].value), args, {}, sinfo)
 
     def _const(self, node: ast.Call) -> Expr:

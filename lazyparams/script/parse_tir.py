@@ -41,6 +41,8 @@ _EXPECTED_STMT = (
     "expected a for loop, with T.block(...):, a buffer store (A[i] = ...) or an if statement"
 )
 
+_BLOCKS = ("T.block", "T.sblock")
+
 
 class TirParser(PrimParser):
     """Builds a `PrimFunc`; scalar names resolve through loop/block scopes, then symbols."""
@@ -238,14 +240,15 @@ class TirParser(PrimParser):
     def _with(self, node: ast.With) -> Stmt:
         item = node.items[0]
         name = self.src.callee(item.context_expr)
-        if len(node.items) != 1 or item.optional_vars is not None or name != "T.block":
+        # T.sblock is TVM 0.27's spelling of T.block
+        if len(node.items) != 1 or item.optional_vars is not None or name not in _BLOCKS:
             hint = " (T.init() is only valid directly inside a block)" if name == "T.init" else ""
             raise self.src.error(
                 item.context_expr,
                 f'expected with T.block("name"):{hint}, got {show(item.context_expr)}',
             )
         assert isinstance(item.context_expr, ast.Call)
-        args = bind_call(self.src, item.context_expr, ["name"], what="T.block")
+        args = bind_call(self.src, item.context_expr, ["name"], what=name)
         label = args.get("name")
         if label is not None and not (
             isinstance(label, ast.Constant) and isinstance(label.value, str)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lazyparams.errors import ParseError
-from lazyparams.ir.expr import BaseFunc, GlobalVar
+from lazyparams.ir.expr import PRIVATE, BaseFunc, GlobalVar
 from lazyparams.ir.module import IRModule
 from lazyparams.script.parse_prim import literal
 from lazyparams.script.parse_relax import parse_relax_function
@@ -72,7 +72,10 @@ def _import_aliases(tree: ast.Module) -> dict[str, str]:
 
 def parse_class_node(src: Source, node: ast.ClassDef) -> IRModule:
     """The module a `@I.ir_module class Name:` spells."""
-    if [src.qualname(d) for d in node.decorator_list] not in ([], ["I.ir_module"]):
+    decorators = node.decorator_list
+    if len(decorators) == 1 and src.callee(decorators[0]) == "I.ir_module":
+        _module_options(src, decorators[0])
+    elif [src.qualname(d) for d in decorators] not in ([], ["I.ir_module"]):
         raise src.error(
             node.decorator_list[0],
             f"expected @I.ir_module on class {node.name}, got {show(node.decorator_list[0])}",
@@ -127,17 +130,25 @@ def parse_function_node(
         return parse_prim_func(src, node)
     if name == "R.function":
         is_pure = _decorator_options(src, deco, name)
-        return parse_relax_function(src, node, module, is_pure)
+        func = parse_relax_function(src, node, module, is_pure)
+        return func.with_attr(PRIVATE, True) if _is_private(src, deco) else func
     raise src.error(
         deco, f"function {node.name}: expected @R.function or @T.prim_func, got @{show(deco)}"
     )
 
 
+def _is_private(src: Source, deco: ast.expr) -> bool:
+    """`private=` of `@R.function(private=True)`: the function is not public."""
+    options = {kw.arg: kw.value for kw in deco.keywords} if isinstance(deco, ast.Call) else {}
+    return bool_arg(src, options.get("private"), "@R.function private", False)
+
+
 def _decorator_options(src: Source, deco: ast.expr, name: str) -> bool:
-    """`pure=` of `@R.function(pure=False)`; `private=` is accepted and has no effect here."""
+    """`pure=` of `@R.function(pure=False)`, checking the other options; a Relax function's
+    `private=` is read by `_is_private`, a PrimFunc's has no effect here."""
     if not isinstance(deco, ast.Call):
         return True
-    names = ["pure", "private"] if name == "R.function" else ["private"]
+    names = ["pure", "private"] if name == "R.function" else ["private", "s_tir"]
     if deco.args:
         raise src.error(
             deco.args[0], f"@{name}: expected keyword arguments only, got {show(deco.args[0])}"
@@ -151,6 +162,13 @@ def _decorator_options(src: Source, deco: ast.expr, name: str) -> bool:
             )
         bool_arg(src, value, f"@{name} {key}", True)
     return bool_arg(src, args.get("pure"), f"@{name} pure", True)
+
+
+def _module_options(src: Source, deco: ast.expr) -> None:
+    """`@I.ir_module(s_tir=True)`, TVM 0.27's spelling: `s_tir=` is the only option."""
+    assert isinstance(deco, ast.Call)
+    args = bind_call(src, deco, ["s_tir"], what="@I.ir_module")
+    bool_arg(src, args.get("s_tir"), "@I.ir_module s_tir", False)
 
 
 def _module_attrs(src: Source, call: ast.Call) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import numpy as np
 from lazyparams.errors import LazyParamsError
 from lazyparams.ir.dtype import from_numpy, is_float, is_int
 from lazyparams.ir.expr import (
+    PRIVATE,
     Binding,
     BindingBlock,
     Call,
@@ -93,6 +94,14 @@ def value_text(value: Any, prim: Callable[[PrimExpr], str], lists: bool = False)
     raise LazyParamsError(
         f"cannot print attr value {value!r}; expected numbers, strings, lists or dicts"
     )
+
+
+def _decorator(func: Function) -> str:
+    """`@R.function`, with `pure=False` and `private=True` where they apply."""
+    options = [] if func.is_pure else ["pure=False"]
+    if func.attrs.get(PRIVATE) is True:
+        options.append("private=True")
+    return f"@R.function({', '.join(options)})" if options else "@R.function"
 
 
 def attrs_lines(call: str, attrs: Mapping[str, Any], prim: Callable[[PrimExpr], str]) -> list[str]:
@@ -195,7 +204,7 @@ class RelaxPrinter:
         params = [
             f"{self.names.define(p, p.name_hint)}: {self.sig(p.struct_info)}" for p in func.params
         ]
-        self.lines.append("@R.function" if func.is_pure else "@R.function(pure=False)")
+        self.lines.append(_decorator(func))
         header = wrapped(f"def {self.name}(", params, f") -> {self.sig(func.ret_struct_info)}:", "")
         fields = _tuple_fields(func.ret_struct_info, self.sig)
         if len(header[-1]) > LIMIT and fields:
@@ -203,7 +212,8 @@ class RelaxPrinter:
             header[-1:] = wrapped(f"{opening}R.Tuple(", fields, "):", "")
         self.lines += header
         body = [f"{self.names[v]} = T.{v.dtype}()" for v in symbols]
-        body += attrs_lines("R.func_attr", func.attrs, self.prim)
+        attrs = {k: v for k, v in func.attrs.items() if k != PRIVATE or v is not True}
+        body += attrs_lines("R.func_attr", attrs, self.prim)
         if any(isinstance(n, GlobalVar) for n in walk(func.body)):
             body.append(f"cls = {self.module_name}")
         self.lines += [INDENT + line for line in body]

@@ -167,9 +167,9 @@ class TirPrinter:
         )
 
     def _region(self, region: BufferRegion) -> str:
-        return (
-            f"{self.names[region.buffer]}[{', '.join(self._range_text(r) for r in region.region)}]"
-        )
+        """`A[i, 0:4]`; a 0-d buffer's whole region is `A[()]`, as its loads are spelled."""
+        ranges = ", ".join(self._range_text(r) for r in region.region)
+        return f"{self.names[region.buffer]}[{ranges or '()'}]"
 
     def _range_text(self, r: Range) -> str:
         if r.extent == IntImm(1):

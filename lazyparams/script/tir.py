@@ -18,9 +18,12 @@ from lazyparams.tir.nodes import Buffer as _Buffer
 _Def = abc.Callable[..., typing.Any]
 
 
-def prim_func(func: _Def | None = None, *, private: bool = False) -> typing.Any:
-    """`@T.prim_func`: a TIR function read from its source (a marker inside a module class)."""
-    del private
+def prim_func(
+    func: _Def | None = None, *, private: bool = False, s_tir: bool = False
+) -> typing.Any:
+    """`@T.prim_func`: a TIR function read from its source (a marker inside a module class);
+    TVM 0.27's `s_tir=True` (schedulable TIR, which every PrimFunc here is) is accepted."""
+    del private, s_tir
 
     def wrap(f: _Def) -> BaseFunc | ScriptFunction:
         return ScriptFunction("T.prim_func", f) if in_class_body(f) else parse_standalone(f)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import EllipsisType
 from typing import Any
 
 import numpy as np
@@ -205,7 +206,12 @@ class _Leaf:
             low = a.const + sum(min(0, s) for s in steps)
             if low < 0 or a.const + sum(max(0, s) for s in steps) >= n:
                 return None
-        start = data[tuple(slice(a.const, a.const + 1) for a in idx)]
+        # the Ellipsis keeps a 0-d buffer's view an array (plain `data[()]` is a scalar copy)
+        corner: tuple[slice | EllipsisType, ...] = (
+            *(slice(a.const, a.const + 1) for a in idx),
+            Ellipsis,
+        )
+        start = data[corner]
         strides = [
             sum(s * a.coeffs[k] for s, a in zip(data.strides, idx, strict=True))
             for k in range(len(self.extents))
@@ -314,7 +320,8 @@ class _Run:
         used = [k for k in range(len(extents)) if k not in free]
         if not _non_overlapping([view.strides[k] for k in used], [extents[k] for k in used]):
             return False
-        target = view[tuple(slice(0, 1) if k in free else slice(None) for k in range(len(extents)))]
+        picks = (slice(0, 1) if k in free else slice(None) for k in range(len(extents)))
+        target = view[(*picks, Ellipsis)]  # a view even for a 0-d buffer
         full = np.broadcast_to(value, extents)
         if combine is None:
             # several iterations write one element: the last one wins, as in a sequential loop

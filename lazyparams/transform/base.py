@@ -59,12 +59,21 @@ class FunctionPass(Pass):
 
 class NamedFunctionPass(FunctionPass):
     """A FunctionPass over the Relax functions named in `func_names`, by default those whose
-    name ends with `transform_params` (the functions the lazy passes are meant for)."""
+    name ends with `transform_params` (the functions the lazy passes are meant for), or, with
+    `every_public=True`, every public Relax function, as TVM selects them."""
 
-    def __init__(self, func_names: Sequence[str] | None = None) -> None:
+    def __init__(self, func_names: Sequence[str] | None = None, every_public: bool = False) -> None:
         self.func_names = func_names_arg(func_names, self.name)
+        if not isinstance(every_public, bool) or (every_public and func_names is not None):
+            raise TransformError(
+                f"{self.name}: expected every_public=True without func_names, or a bool, got "
+                f"every_public={every_public!r} with func_names={func_names!r}"
+            )
+        self.every_public = every_public
 
     def selected(self, mod: IRModule) -> list[str]:
+        if self.every_public:
+            return [name for name, func in mod.relax_functions() if func.is_public]
         return select_functions(mod, self.func_names, self.name)
 
 

@@ -2,8 +2,9 @@
 
 The outputs are the fields of the returned tuple (bound to a var or written inline), the fields
 of a returned tuple-typed value, or one returned value. Each output index is set right after the
-binding that defines its value, right after the load of the weight it passes through, or, for
-constants and runtime inputs, where the output tuple is built. Imports `ir` and `analysis`.
+binding that defines its value, right after the load of the weight it passes through, at the
+very start for a param it returns as it is (as TVM does: the param exists before anything
+runs), or, for constants, where the output tuple is built. Imports `ir` and `analysis`.
 """
 
 from __future__ import annotations
@@ -64,9 +65,10 @@ def _read_by_bindings(func: Function, var: Var) -> bool:
 
 @dataclass(slots=True)
 class OutputAnchors:
-    """Where each output index is set: after a binding (by its var), after a weight's load, or
-    at the output point (where the output tuple is built)."""
+    """Where each output index is set: at the start (a param kept as one), after a binding (by
+    its var), after a weight's load, or at the output point (where the output tuple is built)."""
 
+    at_start: list[int] = field(default_factory=list)
     after_binding: dict[Var, list[int]] = field(default_factory=dict)
     after_load: dict[int, list[int]] = field(default_factory=dict)
     at_point: list[int] = field(default_factory=list)
@@ -88,6 +90,8 @@ def output_anchors(
             anchors.after_load.setdefault(weight, []).append(index)
         elif isinstance(value, Var) and value in bound:
             anchors.after_binding.setdefault(value, []).append(index)
+        elif isinstance(value, Var) and value in func.params:
+            anchors.at_start.append(index)
         else:
             anchors.at_point.append(index)
     return anchors

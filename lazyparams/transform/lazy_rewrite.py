@@ -5,11 +5,13 @@ outputs are handed off right after their definition.
 `LazySetOutput` with callback params. Loads and hand-offs go where the data flow puts them:
 1. before a binding, every weight it reads that is not loaded yet (a `params[i]` alias
    binding becomes the load itself; a later alias of the same weight is dropped);
-2. a load that some read needs typed is `R.match_cast(load, sinfo)`, which also defines the
-   weight's symbolic dims; a binding using a dim no loaded weight defines yet loads it first;
-3. after a binding (or a load), the hand-off of every output index it defines;
-4. where the output tuple was built, the hand-offs of constants and runtime inputs, then the
-   result: the tuple of hand-off results, or the unit tuple in callback style.
+2. a load that some read needs typed (every load, when checked) is `R.match_cast(load, sinfo)`,
+   which also defines the weight's symbolic dims; a binding using a dim no loaded weight
+   defines yet loads it first;
+3. at the start, the hand-off of every param returned as it is; after a binding (or a load),
+   the hand-off of every output index it defines;
+4. where the output tuple was built, the hand-offs of constants, then the result: the tuple
+   of hand-off results, or the unit tuple in callback style.
 Imports `ir`, `op` and `analysis`.
 """
 
@@ -58,12 +60,15 @@ class CallStyle:
 
 @dataclass(frozen=True, slots=True)
 class LazyStyle:
-    """What to make lazy: loads (`load`), hand-offs (`store`), and what the function returns
-    once its outputs are handed off (`return_handles`: the hand-off results, else unit)."""
+    """What to make lazy: loads (`load`), hand-offs (`store`), what the function returns once
+    its outputs are handed off (`return_handles`: the hand-off results, else unit), and whether
+    every load is checked against its weight's struct info (`check_loads`), not only those a
+    read needs typed."""
 
     load: CallStyle | None
     store: CallStyle | None
     return_handles: bool = True
+    check_loads: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,12 +132,16 @@ class _LazyRewriter(ExprMutator):
         blocks = self.func.body.blocks
         for self.block_id, block in enumerate(blocks):
             self.builder.begin_block(isinstance(block, DataflowBlock))
+            if self.block_id == 0:
+                self._start_hand_offs()
             for binding in block.bindings:
                 self._rewrite_binding(binding, index)
                 index += 1
         self.block_id = len(blocks)
         if not blocks or isinstance(blocks[-1], DataflowBlock):
             self.builder.begin_block(False)
+        if not blocks:
+            self._start_hand_offs()
         result = self._finish()
         body = SeqExpr(self.builder.take_blocks(), result)
         return LazyBody(body, self._ret_struct_info(result), tuple(self.loaded.values()))
@@ -187,7 +196,8 @@ class _LazyRewriter(ExprMutator):
         call = packed_call(load.callee, args)
         sinfo = self.inputs.sinfos[weight]
         dataflow = self._in_dataflow() and self.reads.blocks.get(weight, set()) <= {self.block_id}
-        if weight in self.reads.typed and not isinstance(sinfo, ObjectStructInfo):
+        typed = self.style.check_loads or weight in self.reads.typed
+        if typed and not isinstance(sinfo, ObjectStructInfo):
             var = self._new_var(hint, sinfo, dataflow, keep_name)
             self.builder.emit_binding(MatchCast(var, call, sinfo))
             self.defined.update(prim_vars(sinfo))
@@ -272,6 +282,10 @@ class _LazyRewriter(ExprMutator):
         var = self._new_var("lv", ObjectStructInfo(), self._in_dataflow() and local, False)
         self.builder.emit_binding(VarBinding(var, call))
         self.handles[out] = var
+
+    def _start_hand_offs(self) -> None:
+        for out in self.anchors.at_start:
+            self._hand_off(out)
 
     def _output_point(self, binding: Binding | None) -> None:
         assert self.site is not None

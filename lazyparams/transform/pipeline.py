@@ -23,6 +23,7 @@ def standard_pipeline(
     extra_set_item_params: Sequence[Var] | None = None,
     func_names: Sequence[str] | None = None,
     sizes: Mapping[str, int] | None = None,
+    strict: bool = True,
 ) -> Sequential:
     """`ScheduleForMemory`, then `LazyTransformParams`, then `KillAfterLastUse`.
 
@@ -30,8 +31,10 @@ def standard_pipeline(
        moving each load right before its first use (`sizes` weighs symbolic dims);
     2. load each weight at its first read, hand each output off as soon as it exists;
     3. free every other value right after its last use.
-    The lazy arguments are those of `LazyTransformParams`; `func_names` selects the functions
-    for both rewriting steps (default: names ending with `transform_params`).
+    The lazy arguments are those of `LazyTransformParams`, whose checked form (`strict`) is the
+    default here: what the engine runs refuses a wrong weight and passes `well_formed`.
+    `func_names` selects the functions for both rewriting steps (default: names ending with
+    `transform_params`).
     """
     return Sequential(
         [
@@ -42,6 +45,7 @@ def standard_pipeline(
                 extra_get_item_params=extra_get_item_params,
                 extra_set_item_params=extra_set_item_params,
                 func_names=func_names,
+                strict=strict,
             ),
             KillAfterLastUse(),
         ]

@@ -218,9 +218,11 @@ def test_callbacks_passed_as_function_params() -> None:
     assert by_name["u"] == 32
 
 
-def test_match_cast_of_a_call_names_the_callee() -> None:
+def test_match_cast_of_a_call_names_the_callee_and_its_literal_operands() -> None:
     with pytest.raises(
-        RuntimeExecError, match=r"binding 0 \(a\): match_cast of fget_param\(...\): expected"
+        RuntimeExecError,
+        match=r"binding 0 \(a\): match_cast of fget_param\(0, 'w'\): expected "
+        r"R.Tensor\(\(2, 4\), \"float32\"\), got float64 array of shape \(3,\)",
     ):
         VirtualMachine(Callbacks)["main"](lambda i, name: np.zeros(3), lambda i, v: None)
 

@@ -144,3 +144,20 @@ def test_decorators_inside_a_plain_class_are_harmless_markers() -> None:
             return x
 
     assert isinstance(Plain.__dict__["main"], ScriptFunction)
+
+
+def test_a_private_function_is_marked_and_prints_its_decorator_back() -> None:
+    @I.ir_module
+    class Module:
+        @R.function(pure=False, private=True)
+        def helper(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+            return x
+
+        @R.function
+        def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+            return x
+
+    text = Module.script()
+    assert "@R.function(pure=False, private=True)" in text and "func_attr" not in text
+    assert not Module["helper"].is_public and Module["main"].is_public
+    assert_structural_equal(parse(text), Module)
