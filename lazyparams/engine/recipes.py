@@ -20,6 +20,7 @@ from typing import Any
 from lazyparams.errors import ConvertError
 from lazyparams.frontend import ops
 from lazyparams.frontend.tensor import Tensor
+from lazyparams.ir.dtype import is_block
 
 Recipe = Callable[[Mapping[str, Tensor]], dict[str, Any]]
 
@@ -156,7 +157,8 @@ def _quantize_int4(weights: Weights, group_size: int) -> Weights:
 
 
 def cast(params: Mapping[str, Tensor], dtype: str = "float16") -> dict[str, Any]:
-    """Cast every floating-point tensor to `dtype`; other tensors pass through."""
+    """Cast every floating-point tensor to `dtype` (GGML block tensors are dequantized to it);
+    other tensors pass through."""
     return _cast(Weights(dict(params)), dtype).tensors
 
 
@@ -170,7 +172,9 @@ def _cast(weights: Weights, dtype: str) -> Weights:
 
 
 def _needs_cast(value: Any, target: str) -> bool:
-    return bool(value.dtype.startswith(("float", "bf")) and value.dtype != target)
+    """Float tensors not yet in `target`, and GGML block tensors (dequantized by the cast)."""
+    floating = value.dtype.startswith(("float", "bf")) or is_block(value.dtype)
+    return bool(floating and value.dtype != target)
 
 
 def _cast_target(dtype: str) -> str:
