@@ -115,7 +115,9 @@ class GGUFSink(SinkBase):
         for info in infos:
             if info.dtype not in _GGML_OF:
                 raise CheckpointError(
-                    f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}"
+                    f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}; expected "
+                    f"one of {', '.join(DTYPE_TO_GGML)} or a GGML block type (for quantized "
+                    "weights, R.quantize_gguf: q8_0, q4_0, ...)"
                 )
         super().__init__(str(path), infos)
         self._staging = Staging()

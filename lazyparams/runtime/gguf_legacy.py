@@ -5,9 +5,9 @@ ggml's `quantize_row_<type>_ref` bit for bit: the same float32 operations in the
 `roundf` rounding half away from zero, `x * (1 / d)`, d (and m) rounded to float16 to nearest
 even, and C's float to integer conversion as x86 does it (truncation; NaN, infinities and
 values out of int32 range give 0x80000000, whose low byte is 0): that case arises for finite
-input, where a block's scale is so small that 1 / d overflows. The compiled loops of
-`runtime.native` run where built; these numpy loops give the same bits. Imports numpy and
-`runtime.native`.
+input, where a block's scale is so small that 1 / d overflows. NaN and infinities are refused
+with an error naming their position. The compiled loops of `runtime.native` run where built;
+these numpy loops give the same bits. Imports numpy and `runtime.native`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from lazyparams.errors import RuntimeExecError
 from lazyparams.runtime import native
 
 Array = np.ndarray[Any, Any]
 QK = 32
 """Values a block of every legacy type."""
+
+CHUNK_BLOCKS = 4096
+"""Blocks the numpy loops take at a time."""
 
 _F32 = np.float32
 _INT32_LIMIT = _F32(2.0**31)
@@ -59,61 +63,65 @@ def _half_bytes(value: Array) -> Array:
         return value.astype(np.float16).astype("<f2").view(np.uint8).reshape(-1, 2)
 
 
-def _signed_max(blocks: Array) -> Array:
+# The numpy quantizers work on blocks as columns, (32, blocks): every numpy call then runs
+# along all the blocks at once, not 32 values at a time.
+
+
+def _signed_max(cols: Array, amax: Array) -> Array:
     """The first value of largest magnitude in each block (+0.0 for an all-zero block)."""
-    index = np.argmax(np.abs(blocks), axis=1)
-    found = np.take_along_axis(blocks, index[:, None], axis=1)[:, 0]
-    return np.where(found == 0, _F32(0), found).astype(_F32)
+    found = np.zeros(cols.shape[1], _F32)
+    for j in range(QK - 1, -1, -1):  # the lowest j wins
+        found = np.where(np.abs(cols[j]) == amax, cols[j], found)
+    return np.where(amax == 0, _F32(0), found).astype(_F32)
 
 
-def _first_min_max(blocks: Array) -> tuple[Array, Array]:
-    """Each block's minimum and maximum as the first value attaining them (signed zeros kept,
-    as C's strict comparisons keep them)."""
-    low = np.take_along_axis(blocks, np.argmin(blocks, axis=1)[:, None], axis=1)[:, 0]
-    high = np.take_along_axis(blocks, np.argmax(blocks, axis=1)[:, None], axis=1)[:, 0]
-    return low, high
+def _first_equal(cols: Array, value: Array) -> Array:
+    """Per block the first value equal to `value` (so a zero keeps the sign of the first)."""
+    found = value
+    for j in range(QK - 1, -1, -1):
+        found = np.where(cols[j] == value, cols[j], found)
+    return found.astype(_F32)
 
 
 def _nibbles(codes: Array) -> Array:
-    """Codes (nb, 32) packed as ggml does: value j in the low nibble, j + 16 in the high."""
-    return ((codes[:, :16] & 0x0F) | ((codes[:, 16:] & 0x0F) << 4)).astype(np.uint8)
+    """Codes (32, blocks) packed as ggml does, (blocks, 16): value j in the low nibble, j + 16
+    in the high one."""
+    return ((codes[:16] & 0x0F) | ((codes[16:] & 0x0F) << 4)).astype(np.uint8).T
 
 
 def _high_bits(codes: Array) -> Array:
     """The fifth bit of each of 32 codes, as the little-endian uint32 `qh` (bit j = code j)."""
-    bits = ((codes >> 4) & 1).astype(np.uint32) << np.arange(QK, dtype=np.uint32)
-    words: Array = np.bitwise_or.reduce(bits, axis=1)
+    bits = ((codes >> 4) & 1).astype(np.uint32) << np.arange(QK, dtype=np.uint32)[:, None]
+    words: Array = np.bitwise_or.reduce(bits, axis=0)
     return words.astype("<u4").view(np.uint8).reshape(-1, 4)
 
 
-# Quantizers on blocks (nb, 32) -> bytes (nb, type size) --------------------------------------
-
-
-def _q8_0_blocks(blocks: Array) -> Array:
-    amax = np.max(np.abs(blocks), axis=1)
+def _q8_0_blocks(cols: Array) -> Array:
+    amax = np.max(np.abs(cols), axis=0)
     d = (amax / _F32(127)).astype(_F32)
-    scaled = (blocks * _inverse(d)[:, None]).astype(_F32)
-    codes = _c_byte(_roundf(scaled))
-    return np.concatenate([_half_bytes(d), codes], axis=1)
+    codes = _c_byte(_roundf((cols * _inverse(d)).astype(_F32)))
+    return np.concatenate([_half_bytes(d), codes.T], axis=1)
 
 
-def _symmetric_codes(blocks: Array, levels: int) -> tuple[Array, Array]:
+def _symmetric_codes(cols: Array, levels: int) -> tuple[Array, Array]:
     """(d, codes) of q4_0 (levels 16) and q5_0 (levels 32): d = max / -(levels / 2),
     code = min(levels - 1, (int8_t)(x * id + levels / 2 + 0.5))."""
-    d = (_signed_max(blocks) / _F32(-(levels // 2))).astype(_F32)
-    scaled = (blocks * _inverse(d)[:, None]).astype(_F32)
+    amax = np.max(np.abs(cols), axis=0)
+    d = (_signed_max(cols, amax) / _F32(-(levels // 2))).astype(_F32)
+    scaled = (cols * _inverse(d)).astype(_F32)
     shifted = (scaled + _F32(levels // 2 + 0.5)).astype(_F32)
     signed = _c_byte(shifted).view(np.int8).astype(np.int32)
     return d, np.minimum(signed, levels - 1).astype(np.uint8)
 
 
-def _affine_codes(blocks: Array, levels: int) -> tuple[Array, Array, Array]:
+def _affine_codes(cols: Array, levels: int) -> tuple[Array, Array, Array]:
     """(d, m, codes) of q4_1 (levels 16) and q5_1 (levels 32): m = min, d = (max - min) /
     (levels - 1), code = (x - min) * id + 0.5 converted (q4_1 also clips at 15)."""
-    low, high = _first_min_max(blocks)
+    low = _first_equal(cols, np.min(cols, axis=0))
+    high = _first_equal(cols, np.max(cols, axis=0))
     with np.errstate(over="ignore", invalid="ignore"):
         d = ((high - low) / _F32(levels - 1)).astype(_F32)
-        scaled = ((blocks - low[:, None]) * _inverse(d)[:, None]).astype(_F32)
+        scaled = ((cols - low) * _inverse(d)).astype(_F32)
         shifted = (scaled + _F32(0.5)).astype(_F32)
     codes = _c_byte(shifted)
     if levels == 16:
@@ -121,23 +129,23 @@ def _affine_codes(blocks: Array, levels: int) -> tuple[Array, Array, Array]:
     return d, low, codes
 
 
-def _q4_0_blocks(blocks: Array) -> Array:
-    d, codes = _symmetric_codes(blocks, 16)
+def _q4_0_blocks(cols: Array) -> Array:
+    d, codes = _symmetric_codes(cols, 16)
     return np.concatenate([_half_bytes(d), _nibbles(codes)], axis=1)
 
 
-def _q4_1_blocks(blocks: Array) -> Array:
-    d, m, codes = _affine_codes(blocks, 16)
+def _q4_1_blocks(cols: Array) -> Array:
+    d, m, codes = _affine_codes(cols, 16)
     return np.concatenate([_half_bytes(d), _half_bytes(m), _nibbles(codes)], axis=1)
 
 
-def _q5_0_blocks(blocks: Array) -> Array:
-    d, codes = _symmetric_codes(blocks, 32)
+def _q5_0_blocks(cols: Array) -> Array:
+    d, codes = _symmetric_codes(cols, 32)
     return np.concatenate([_half_bytes(d), _high_bits(codes), _nibbles(codes)], axis=1)
 
 
-def _q5_1_blocks(blocks: Array) -> Array:
-    d, m, codes = _affine_codes(blocks, 32)
+def _q5_1_blocks(cols: Array) -> Array:
+    d, m, codes = _affine_codes(cols, 32)
     parts = [_half_bytes(d), _half_bytes(m), _high_bits(codes), _nibbles(codes)]
     return np.concatenate(parts, axis=1)
 
@@ -152,23 +160,50 @@ _BLOCK_QUANTIZERS: dict[str, tuple[Callable[[Array], Array], int]] = {
 
 
 def quantize_rows(type_name: str, x: Array) -> Array:
-    """The `type_name` bytes (rows, n / 32 * type size) of the finite float32 rows `x`: the
-    compiled loop where it runs, else the numpy one."""
-    blocks_of, size = _BLOCK_QUANTIZERS[type_name]
+    """The `type_name` bytes (rows, n / 32 * type size) of the float32 rows `x`."""
     rows = np.ascontiguousarray(x, _F32)
-    out = np.empty((rows.shape[0], rows.shape[1] // QK * size), np.uint8)
-    if not native.quantize_legacy(type_name, rows, out):
-        with np.errstate(invalid="ignore", over="ignore"):
-            out[...] = blocks_of(rows.reshape(-1, QK)).reshape(out.shape)
+    out = np.empty((rows.shape[0], rows.shape[1] // QK * _BLOCK_QUANTIZERS[type_name][1]), np.uint8)
+    quantize_rows_into(type_name, rows, out)
     return out
+
+
+def quantize_rows_into(type_name: str, rows: Array, out: Array, offset: int = 0) -> None:
+    """Write the `type_name` bytes of the float32 rows `rows` into `out`: the compiled loop
+    where it runs, else the numpy one. A NaN or infinity is refused (RuntimeExecError naming
+    its flat index, counted from `offset`): ggml's reference has no meaningful bytes for it."""
+    found = native.quantize_legacy(type_name, rows, out)
+    if found is None:
+        finite = np.isfinite(rows)
+        found = -1 if bool(finite.all()) else int(np.flatnonzero(~finite)[0]) // QK
+        if found < 0:
+            _numpy_rows_into(type_name, rows, out)
+    if found >= 0:
+        block = rows.reshape(-1, QK)[found]
+        at = found * QK + int(np.flatnonzero(~np.isfinite(block))[0])
+        raise RuntimeExecError(
+            f"expected finite values to quantize to {type_name}, got {rows.reshape(-1)[at]} at "
+            f"flat index {offset + at}; NaN and infinity have no GGML block encoding"
+        )
+
+
+def _numpy_rows_into(type_name: str, rows: Array, out: Array) -> None:
+    """The numpy quantizer, `CHUNK_BLOCKS` blocks at a time (its temporaries stay small)."""
+    blocks_of, size = _BLOCK_QUANTIZERS[type_name]
+    blocks, dest = rows.reshape(-1, QK), out.reshape(-1, size)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for first in range(0, blocks.shape[0], CHUNK_BLOCKS):
+            cols = np.ascontiguousarray(blocks[first : first + CHUNK_BLOCKS].T)
+            dest[first : first + CHUNK_BLOCKS] = blocks_of(cols)
 
 
 # Dequantizers: bytes (rows, n / 32 * type size) -> float32 (rows, n) --------------------------
 
 
 def _halves(raw: Array) -> Array:
-    """Two bytes a block (nb, 2) as the float32 value of their little-endian float16."""
-    return np.ascontiguousarray(raw).view("<f2")[:, 0].astype(_F32)
+    """Two bytes a block (nb, 2) as the float32 value of their little-endian float16, one
+    copy per value of the block, (nb, 32): same-shaped operands keep numpy's loops long."""
+    scale = np.ascontiguousarray(raw).view("<f2")[:, 0].astype(_F32)
+    return np.repeat(scale, QK).reshape(-1, QK)
 
 
 def _unpack_nibbles(qs: Array) -> Array:
@@ -177,31 +212,30 @@ def _unpack_nibbles(qs: Array) -> Array:
 
 def _unpack_high(qh: Array) -> Array:
     words = np.ascontiguousarray(qh).view("<u4")[:, 0]
-    return ((words[:, None] >> np.arange(QK, dtype=np.uint32)) & 1).astype(np.int32) << 4
+    bits = (words[None, :] >> np.arange(QK, dtype=np.uint32)[:, None]) & 1  # along the blocks
+    return np.ascontiguousarray(bits.T).astype(np.int32) << 4
 
 
 def _q8_0_values(b: Array) -> Array:
-    return _halves(b[:, :2])[:, None] * b[:, 2:].view(np.int8).astype(_F32)
+    return _halves(b[:, :2]) * b[:, 2:].view(np.int8).astype(_F32)
 
 
 def _q4_0_values(b: Array) -> Array:
-    return _halves(b[:, :2])[:, None] * (_unpack_nibbles(b[:, 2:]) - 8).astype(_F32)
+    return _halves(b[:, :2]) * (_unpack_nibbles(b[:, 2:]) - 8).astype(_F32)
 
 
 def _q4_1_values(b: Array) -> Array:
-    scaled = _halves(b[:, :2])[:, None] * _unpack_nibbles(b[:, 4:]).astype(_F32)
-    return scaled + _halves(b[:, 2:4])[:, None]
+    return _halves(b[:, :2]) * _unpack_nibbles(b[:, 4:]).astype(_F32) + _halves(b[:, 2:4])
 
 
 def _q5_0_values(b: Array) -> Array:
     codes = _unpack_nibbles(b[:, 6:]) | _unpack_high(b[:, 2:6])
-    return _halves(b[:, :2])[:, None] * (codes - 16).astype(_F32)
+    return _halves(b[:, :2]) * (codes - 16).astype(_F32)
 
 
 def _q5_1_values(b: Array) -> Array:
     codes = _unpack_nibbles(b[:, 8:]) | _unpack_high(b[:, 4:8])
-    scaled = _halves(b[:, :2])[:, None] * codes.astype(_F32)
-    return scaled + _halves(b[:, 2:4])[:, None]
+    return _halves(b[:, :2]) * codes.astype(_F32) + _halves(b[:, 2:4])
 
 
 _BLOCK_DEQUANTIZERS: dict[str, tuple[Callable[[Array], Array], int]] = {
@@ -217,8 +251,12 @@ def dequantize_rows(type_name: str, q: Array, n: int) -> Array:
     """The float32 rows (rows, n) the `type_name` bytes `q` (rows, n / 32 * size) stand for."""
     values_of, size = _BLOCK_DEQUANTIZERS[type_name]
     blocks = np.ascontiguousarray(q, np.uint8).reshape(-1, size)
+    out = np.empty((q.shape[0], n), _F32)
+    if native.dequantize_legacy(type_name, blocks, out):
+        return out
     with np.errstate(over="ignore", invalid="ignore"):
-        return values_of(blocks).astype(_F32).reshape(q.shape[0], n)
+        out[...] = values_of(blocks).reshape(out.shape)
+    return out
 
 
 TYPES: tuple[str, ...] = tuple(_BLOCK_QUANTIZERS)

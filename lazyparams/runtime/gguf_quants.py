@@ -62,9 +62,17 @@ DEQUANTIZE: dict[str, Dequantizer] = {
 """Block type -> dequantizer of block rows to float32."""
 
 
-def _pieces(values: int, block: BlockType) -> int:
-    """Values per chunk: whole blocks, about `fast.CHUNK` values."""
+def _pieces(values: int, block: BlockType, whole: bool = False) -> int:
+    """Values per chunk: whole blocks, about `fast.CHUNK` values; all of them in one piece
+    when `whole` (a compiled loop that needs no temporaries)."""
+    if whole:
+        return max(values, 1)
     return max(1, fast.CHUNK // block.block_size) * block.block_size if values else 1
+
+
+def _compiled_legacy(type_name: str, dtype: np.dtype[Any]) -> bool:
+    """Whether the compiled legacy loops take float32 of `type_name` directly."""
+    return native.enabled() and type_name in gguf_legacy.TYPES and dtype == np.float32
 
 
 def _refuse_non_finite(chunk: Array, first: int, type_name: str) -> None:
@@ -84,19 +92,26 @@ def quantize_into(x: Array, type_name: str, out: Array) -> None:
     if quantizer is None:
         raise RuntimeExecError(f"expected a block type with a quantizer, got {type_name}")
     flat, dest = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
-    step = _pieces(flat.size, block)
+    legacy = type_name in gguf_legacy.TYPES  # writes in place and refuses NaN itself
+    step = _pieces(flat.size, block, _compiled_legacy(type_name, flat.dtype))
     for first in range(0, flat.size, step):
         chunk = flat[first : first + step]
-        wide = chunk if chunk.dtype == np.float32 else chunk.astype(np.float32)
-        _refuse_non_finite(wide, first, type_name)
+        wide = (chunk if chunk.dtype == np.float32 else chunk.astype(np.float32)).reshape(1, -1)
         at = block.row_bytes(first)
-        dest[at : at + block.row_bytes(wide.size)] = quantizer(wide.reshape(1, -1)).reshape(-1)
+        target = dest[at : at + block.row_bytes(wide.size)].reshape(1, -1)
+        if legacy:
+            gguf_legacy.quantize_rows_into(type_name, wide, target, first)
+        else:
+            _refuse_non_finite(wide.reshape(-1), first, type_name)
+            target[...] = quantizer(wide)
 
 
 def dequantize_into(q: Array, type_name: str, out: Array) -> None:
     """The values of the uint8 blocks `q` of `type_name`, cast into the float array `out`."""
     block, dequantizer = BLOCK_TYPES[type_name], DEQUANTIZE[type_name]
     src, dest = np.ascontiguousarray(q).reshape(-1), out.reshape(-1)
+    if _compiled_legacy(type_name, dest.dtype) and native.dequantize_legacy(type_name, src, dest):
+        return
     step = _pieces(dest.size, block)
     for first in range(0, dest.size, step):
         count = min(step, dest.size - first)

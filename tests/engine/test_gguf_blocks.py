@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from lazyparams.engine import convert, plan
+from lazyparams.errors import CheckpointError
 from lazyparams.frontend import ops
 from lazyparams.io import open_source
 from lazyparams.runtime.gguf_quants import DEQUANTIZE, QUANTIZE
@@ -74,3 +75,24 @@ def test_under_a_budget_block_rows_give_the_same_bytes(
         "cast:float32", gguf_path, tmp_path / "a.safetensors", budget=budget, progress=False
     )
     assert back.measured_peak_bytes == back.predicted_peak_bytes <= budget
+
+
+def test_int4_recipe_to_gguf_is_refused_before_writing(
+    converted: tuple[Path, Path], tmp_path: Path
+) -> None:
+    src, _ = converted
+    with pytest.raises(
+        CheckpointError, match=r"GGUF has no type for uint8; expected one of .*q8_0"
+    ):
+        convert("quantize-int4", src, tmp_path / "int4.gguf", progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_int8_recipe_to_gguf_writes_gguf_types(
+    converted: tuple[Path, Path], tmp_path: Path
+) -> None:
+    src, _ = converted
+    convert("quantize-int8", src, tmp_path / "int8.gguf", progress=False)
+    with open_source(tmp_path / "int8.gguf") as source:
+        dtypes = {source.info(name).dtype for name in source.names()}
+    assert dtypes == {"int8", "float32"}

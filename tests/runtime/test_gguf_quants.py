@@ -107,11 +107,15 @@ def test_gguf_py_differs_from_ggml_on_signed_zero_scales() -> None:
 
 
 @pytest.mark.parametrize("type_name", LEGACY)
-def test_legacy_dequantize_equals_ggml_and_gguf_py(type_name: str) -> None:
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "native"])
+def test_legacy_dequantize_equals_ggml_and_gguf_py(type_name: str, compiled: bool) -> None:
     oracle = require_oracle()
+    if compiled and not native.available():
+        pytest.skip("the compiled extension is not built")
     for _, x in CASES:
         q = oracle.quantize(type_name, x)
-        got = DEQUANTIZE[type_name](q, x.shape[1])
+        with native.use_native(compiled):
+            got = DEQUANTIZE[type_name](q, x.shape[1])
         assert got.dtype == F32 and got.shape == x.shape
         with np.errstate(all="ignore"):
             reference = gguf_dequantize(q, _ggml(type_name))
