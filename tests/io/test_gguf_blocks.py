@@ -11,7 +11,7 @@ from gguf.quants import dequantize, quantize
 
 from lazyparams.block_types import BLOCK_TYPES
 from lazyparams.errors import CheckpointError
-from lazyparams.io import GGUFSink, GGUFSource, TensorInfo
+from lazyparams.io import GGUFSink, GGUFSource, TensorInfo, open_sink
 from lazyparams.io.base import check_declared
 from lazyparams.io.dtypes import numpy_dtype, storage_shape, tensor_nbytes
 
@@ -121,4 +121,14 @@ def test_sink_refuses_a_block_tensor_of_partial_blocks(tmp_path: Path) -> None:
     bad = TensorInfo("w", (2, 40), "q8_0", 0)
     with pytest.raises(CheckpointError, match="tensor 'w': a q8_0 tensor needs a last dim"):
         GGUFSink(tmp_path / "m.gguf", [bad])
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("suffix", "message"),
+    [("safetensors", "safetensors has no dtype"), ("npz", ".npy has no dtype")],
+)
+def test_formats_without_block_types_refuse_them(tmp_path: Path, suffix: str, message: str) -> None:
+    with pytest.raises(CheckpointError, match=f"tensor 'w': {message} for q8_0"):
+        open_sink(tmp_path / f"m.{suffix}", [TensorInfo.of("w", (2, 64), "q8_0")])
     assert list(tmp_path.iterdir()) == []
