@@ -8,8 +8,7 @@ Imports `ir` only.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lazyparams.errors import StructInfoError
@@ -24,7 +23,7 @@ from lazyparams.ir import (
     Var,
     prim,
 )
-from lazyparams.ir.dtype import itemsize
+from lazyparams.ir.dtype import nbytes
 
 Layout = int | None | tuple["Layout", ...]
 """Where a value's bytes live: a buffer id, nothing (scalars, objects), or one layout per field."""
@@ -79,19 +78,17 @@ class Sizer:
         if sinfo.shape is None:
             if self.default_dim is not None:
                 dims = [self.default_dim] * max(sinfo.ndim, 1)
-                return math.prod(dims) * element_bytes(sinfo.dtype)
+                return tensor_nbytes(sinfo.dtype, dims)
             raise StructInfoError(
                 f"{where}: tensor of unknown shape; expected a known shape, got ndim={sinfo.ndim}"
             )
-        count = 1
-        for d in sinfo.shape:
-            count *= self.dim(d, where)
-        return count * element_bytes(sinfo.dtype)
+        return tensor_nbytes(sinfo.dtype, [self.dim(d, where) for d in sinfo.shape])
 
 
-def element_bytes(dtype: str) -> int:
-    """Bytes per element; int4 counts a whole byte, as ml_dtypes stores it in memory."""
-    return itemsize(dtype) if dtype else 4
+def tensor_nbytes(dtype: str, shape: Sequence[int]) -> int:
+    """Bytes of a tensor in memory; int4 counts a whole byte, as ml_dtypes stores it, a
+    block type its blocks' bytes, and an unknown dtype 4 bytes an element."""
+    return nbytes(dtype or "float32", shape)
 
 
 # The buffer model ----------------------------------------------------------------------------

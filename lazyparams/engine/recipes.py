@@ -20,6 +20,7 @@ from typing import Any
 from lazyparams.errors import ConvertError
 from lazyparams.frontend import ops
 from lazyparams.frontend.tensor import Tensor
+from lazyparams.ir.dtype import is_block
 
 Recipe = Callable[[Mapping[str, Tensor]], dict[str, Any]]
 
@@ -117,8 +118,13 @@ def _is_embedding(name: str) -> bool:
 
 
 def quantize_int8(params: Mapping[str, Tensor]) -> dict[str, Any]:
-    """Symmetric per-output-channel int8 of 2-D weights (not embeddings); float32 scales go to
-    `<name>_scale`. The output channel is axis 0 of (out, in) weights."""
+    """Symmetric per-output-channel int8 of 2-D float weights (not embeddings).
+
+    Layout (safetensors-style, not GGML's): `<name>` is int8 of the weight's shape, values in
+    [-127, 127]; `<name>_scale` is float32, one scale per output channel (axis 0 of an (out, in)
+    weight, axis 1 of one stored (in, out)); the weight is `q * scale`. Written to GGUF these
+    are plain I8 and F32 tensors; llama.cpp's quantized types are GGML block types
+    (`ops.quantize_gguf`, e.g. q8_0)."""
     return _quantize_int8(Weights(dict(params))).tensors
 
 
@@ -134,9 +140,14 @@ def _quantize_int8(weights: Weights) -> Weights:
 
 
 def quantize_int4(params: Mapping[str, Tensor], group_size: int = 32) -> dict[str, Any]:
-    """Group-wise int4 of 2-D weights whose input dim splits into groups of `group_size`: uint8
-    (out, in/2), two values per byte, and float32 scales (out, in/group_size) in `<name>_scale`.
-    Other tensors pass through."""
+    """Group-wise int4 of 2-D weights whose input dim splits into groups of `group_size`.
+
+    Layout (safetensors-style, not GGML's): `<name>` is uint8 (out, in/2), two values a byte
+    (value 2j in the low nibble, 2j + 1 in the high one), each in [-8, 7] stored as its two's
+    complement nibble; `<name>_scale` is float32 (out, in/group_size); a value is
+    `nibble * scale` of its group. Other tensors pass through. GGUF has no uint8 type, so a
+    .gguf destination refuses it; GGML's 4-bit types (`ops.quantize_gguf`, q4_0 or q4_k) are
+    what llama.cpp reads."""
     return _quantize_int4(Weights(dict(params)), group_size).tensors
 
 
@@ -156,7 +167,8 @@ def _quantize_int4(weights: Weights, group_size: int) -> Weights:
 
 
 def cast(params: Mapping[str, Tensor], dtype: str = "float16") -> dict[str, Any]:
-    """Cast every floating-point tensor to `dtype`; other tensors pass through."""
+    """Cast every floating-point tensor to `dtype` (GGML block tensors are dequantized to it);
+    other tensors pass through."""
     return _cast(Weights(dict(params)), dtype).tensors
 
 
@@ -170,7 +182,9 @@ def _cast(weights: Weights, dtype: str) -> Weights:
 
 
 def _needs_cast(value: Any, target: str) -> bool:
-    return bool(value.dtype.startswith(("float", "bf")) and value.dtype != target)
+    """Float tensors not yet in `target`, and GGML block tensors (dequantized by the cast)."""
+    floating = value.dtype.startswith(("float", "bf")) or is_block(value.dtype)
+    return bool(floating and value.dtype != target)
 
 
 def _cast_target(dtype: str) -> str:

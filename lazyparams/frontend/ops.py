@@ -24,8 +24,9 @@ from lazyparams.frontend.tensor import (
     tensor_operand,
 )
 from lazyparams.frontend.tracer import Tracer, active_tracer
-from lazyparams.ir.dtype import to_numpy
+from lazyparams.ir.dtype import is_block, is_float, to_numpy
 from lazyparams.ir.expr import Tuple
+from lazyparams.op.gguf import DEQUANTIZED_DTYPES
 
 
 def _axis(axis: Any, ndim: int, what: str) -> int:
@@ -188,11 +189,17 @@ def take(x: Tensor, indices: Any, axis: int | None = None) -> Tensor:
 
 
 def cast(x: Tensor, dtype: object) -> Tensor:
-    """numpy's `astype`; casting to the same dtype returns the operand."""
+    """numpy's `astype`; casting to the same dtype returns the operand. To or from a GGML block
+    type it quantizes or dequantizes (through float32 where neither side is a float)."""
     x = tensor_operand(x, "astype")
     name = checked_dtype(dtype, "astype")
     if name == x.dtype:
         return x
+    if is_block(x.dtype):
+        wide = name if name in DEQUANTIZED_DTYPES else "float32"
+        return cast(dequantize_gguf(x, wide), name)
+    if is_block(name):
+        return quantize_gguf(x if is_float(x.dtype) else cast(x, "float32"), name)
     return Tensor(x.tracer, x.tracer.emit_op("astype", (x.var,), {"dtype": name}, "astype"))
 
 
@@ -261,6 +268,21 @@ def dequantize_int8(q: Tensor, scale: Tensor, axis: int = 0) -> Tensor:
     args = (q.var, tensor_operand(scale, "dequantize_int8").var)
     var = q.tracer.emit_op("dequantize_int8", args, {"axis": at}, "dequantize_int8")
     return Tensor(q.tracer, var)
+
+
+def quantize_gguf(x: Tensor, type: str) -> Tensor:
+    """x's rows in GGML blocks of `type` ("q8_0", "q4_0", ...), bit for bit as ggml's reference
+    quantizer: the same shape, of the block dtype `type`."""
+    x = tensor_operand(x, "quantize_gguf")
+    var = x.tracer.emit_op("quantize_gguf", (x.var,), {"type": type}, "quantize_gguf")
+    return Tensor(x.tracer, var)
+
+
+def dequantize_gguf(q: Tensor, dtype: object = "float32") -> Tensor:
+    """The floats (float32, float16 or bfloat16) a tensor of a GGML block type stands for."""
+    q = tensor_operand(q, "dequantize_gguf")
+    attrs = {"type": q.dtype, "dtype": checked_dtype(dtype, "dequantize_gguf")}
+    return Tensor(q.tracer, q.tracer.emit_op("dequantize_gguf", (q.var,), attrs, "dequantize_gguf"))
 
 
 def dequantize_int4(packed: Tensor, scale: Tensor, group_size: int = 32) -> Tensor:
@@ -339,6 +361,7 @@ __all__ = [
     "concat",
     "concatenate",
     "constant",
+    "dequantize_gguf",
     "dequantize_int4",
     "dequantize_int8",
     "divide",
@@ -350,6 +373,7 @@ __all__ = [
     "ones",
     "ones_like",
     "permute_dims",
+    "quantize_gguf",
     "quantize_int4",
     "quantize_int8",
     "reshape",

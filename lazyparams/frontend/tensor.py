@@ -22,7 +22,7 @@ from lazyparams.frontend.values import (
     scalar_array,
 )
 from lazyparams.ir.describe import describe
-from lazyparams.ir.dtype import is_float, itemsize
+from lazyparams.ir.dtype import is_float, nbytes
 from lazyparams.ir.expr import Constant, Expr, Var
 from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.struct_info import TensorStructInfo
@@ -60,7 +60,7 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return self.size * itemsize(self.dtype)
+        return nbytes(self.dtype, self._shape)
 
     def __len__(self) -> int:
         if not self._shape:

@@ -7,7 +7,6 @@ in blocks of rows) and publishes them atomically. Imports numpy and the io layer
 
 from __future__ import annotations
 
-import math
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -19,7 +18,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io.dtypes import DTYPE_NAMES, dtype_name, itemsize, numpy_dtype
+from lazyparams.io.dtypes import (
+    DTYPE_NAMES,
+    dtype_name,
+    holds,
+    is_block,
+    numpy_dtype,
+    storage_shape,
+    tensor_nbytes,
+)
 from lazyparams.io.filemap import map_array
 from lazyparams.io.partial import RowLedger, check_cols, check_rows, gather_cols, rows_offset
 
@@ -39,7 +46,7 @@ class TensorInfo:
     def of(cls, name: str, shape: Iterable[int], dtype: str) -> TensorInfo:
         """A TensorInfo whose nbytes is computed from shape and dtype."""
         dims = tuple(int(d) for d in shape)
-        return cls(name, dims, dtype, math.prod(dims) * itemsize(dtype))
+        return cls(name, dims, dtype, tensor_nbytes(dtype, dims))
 
     @classmethod
     def from_array(cls, name: str, array: Array) -> TensorInfo:
@@ -78,11 +85,17 @@ def check_declared(where: str, infos: dict[str, TensorInfo], name: str, array: A
             f"{len(infos)} declared tensors ({_preview(infos)})"
         )
     got = dtype_name(array.dtype) or str(array.dtype)
-    if got != info.dtype or tuple(array.shape) != info.shape:
+    stored = storage_shape(info.dtype, info.shape)
+    if not holds(array.dtype, info.dtype) or tuple(array.shape) != stored:
         raise CheckpointError(
-            f"{where}: tensor {name!r}: expected {info.dtype}{list(info.shape)}, "
-            f"got {got}{list(array.shape)}"
+            f"{where}: tensor {name!r}: expected {info.dtype}{list(info.shape)}"
+            f"{_held_as(info, stored)}, got {got}{list(array.shape)}"
         )
+
+
+def _held_as(info: TensorInfo, stored: tuple[int, ...]) -> str:
+    """How a block-typed tensor is held in memory, for messages about one."""
+    return "" if stored == info.shape else f" (held as uint8{list(stored)})"
 
 
 @runtime_checkable
@@ -164,7 +177,7 @@ class SourceBase(ABC):
         of the file `fd`, mapped on their own."""
         info = self.info(name)
         first, end = check_rows(info, start, stop, self.path)
-        shape = (end - first, *info.shape[1:])
+        shape = (end - first, *storage_shape(info.dtype, info.shape)[1:])
         at = offset + rows_offset(info, first)
         return map_array(fd, at, numpy_dtype(info.dtype), shape, path=self.path)
 
@@ -261,12 +274,16 @@ class SinkBase:
         where = f"{self.path}: tensor {info.name!r}"
         if info.name in self.infos:
             raise CheckpointError(f"{where} is declared twice")
-        if info.dtype not in DTYPE_NAMES:
+        if info.dtype not in DTYPE_NAMES and not is_block(info.dtype):
             raise CheckpointError(
-                f"{where}: unknown dtype {info.dtype!r}; expected one of {', '.join(DTYPE_NAMES)}"
+                f"{where}: unknown dtype {info.dtype!r}; expected one of {', '.join(DTYPE_NAMES)} "
+                "or a GGML block type"
             )
-        if info.nbytes != math.prod(info.shape) * itemsize(info.dtype):
-            expected = math.prod(info.shape) * itemsize(info.dtype)
+        try:
+            expected = tensor_nbytes(info.dtype, info.shape)
+        except CheckpointError as err:
+            raise CheckpointError(f"{where}: {err}") from None
+        if info.nbytes != expected:
             raise CheckpointError(
                 f"{where}: nbytes {info.nbytes} disagrees with shape and dtype; expected {expected}"
             )

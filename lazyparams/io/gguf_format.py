@@ -1,8 +1,9 @@
 """GGUF checkpoints through the `gguf` package: a source and a streaming sink.
 
-Only unquantized GGML types are handled (F32, F16, BF16, F64, I8, I16, I32, I64); GGUF stores
-dimensions innermost first, which both directions reverse into numpy order. Imports numpy, gguf
-and the io layer only.
+Element types (F32, F16, BF16, F64, I8-I64) and GGML's block types (Q8_0, Q4_K, IQ2_XS, ...,
+see `lazyparams.block_types`) are read and written; a block-typed tensor moves as its raw
+blocks (uint8 rows, its logical shape in the header). GGUF stores dimensions innermost first,
+which both directions reverse into numpy order. Imports numpy, gguf and the io layer only.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 
+from lazyparams.block_types import BLOCK_TYPES
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo, open_binary
-from lazyparams.io.dtypes import numpy_dtype
+from lazyparams.io.dtypes import is_block, numpy_dtype, storage_shape
 from lazyparams.io.filemap import map_array, write_array_at
 from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata
 from lazyparams.io.gguf_split import SplitPosition, plan_gguf_parts, split_position
@@ -35,11 +38,16 @@ GGML_TO_DTYPE: dict[GGMLQuantizationType, str] = {
     _Q.I64: "int64",
 }
 DTYPE_TO_GGML = {dtype: ggml for ggml, dtype in GGML_TO_DTYPE.items()}
+"""The element types; the block types map through `_GGML_OF` and `_DTYPE_OF` too."""
+_DTYPE_OF = {**GGML_TO_DTYPE, **{_Q(b.ggml_id): name for name, b in BLOCK_TYPES.items()}}
+_GGML_OF = {dtype: ggml for ggml, dtype in _DTYPE_OF.items()}
 _READ_ERRORS = (ValueError, KeyError, IndexError, TypeError, OSError)
 
 
 class GGUFSource(SourceBase):
-    """A GGUF file; names list every tensor, but quantized ones are refused by info and load.
+    """A GGUF file; every tensor is listed, block-typed ones with their logical shape, and
+    loaded as their raw blocks; a GGML type lazyparams does not know is refused by info and
+    load (and only there, so a spec that leaves such a tensor alone still reads the file).
 
     A part of a split set is refused (its tensors are only some of the model's) unless
     `split_part` is set, as the split source does; `split` says where the part stands.
@@ -67,7 +75,7 @@ class GGUFSource(SourceBase):
         self._quantized: dict[str, str] = {}
         self._infos = {}
         for tensor in reader.tensors:
-            dtype = GGML_TO_DTYPE.get(tensor.tensor_type)
+            dtype = _DTYPE_OF.get(tensor.tensor_type)
             shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
             if dtype is None:
                 self._quantized[tensor.name] = tensor.tensor_type.name
@@ -81,20 +89,21 @@ class GGUFSource(SourceBase):
         return list(self._order)
 
     def info(self, name: str) -> TensorInfo:
-        """Shape (numpy order) and dtype of an unquantized tensor."""
+        """Shape (numpy order) and dtype of a tensor of a known GGML type."""
         if name in self._quantized:
             raise CheckpointError(
-                f"{self.path}: tensor {name!r} has quantized GGML type {self._quantized[name]}, "
-                f"which is not supported (supported: {', '.join(t.name for t in GGML_TO_DTYPE)})"
+                f"{self.path}: tensor {name!r} has GGML type {self._quantized[name]}, which "
+                f"lazyparams cannot read (it reads {', '.join(t.name for t in _DTYPE_OF)})"
             )
         return super().info(name)
 
     def load(self, name: str) -> Array:
-        """The tensor as a read-only view into the file."""
+        """The tensor as a read-only view into the file (uint8 rows of blocks for a block
+        type)."""
         info = self.info(name)
-        dtype = numpy_dtype(info.dtype)
+        dtype, shape = numpy_dtype(info.dtype), storage_shape(info.dtype, info.shape)
         fd = self._fileno(self._file)
-        return map_array(fd, self._offsets[name], dtype, info.shape, path=self.path)
+        return map_array(fd, self._offsets[name], dtype, shape, path=self.path)
 
     def load_rows(self, name: str, start: int, stop: int) -> Array:
         """Rows [start, stop) of tensor `name`, mapping only their bytes."""
@@ -126,9 +135,11 @@ class GGUFSink(SinkBase):
         shard_size: int | None = None,
     ) -> None:
         for info in infos:
-            if info.dtype not in DTYPE_TO_GGML:
+            if info.dtype not in _GGML_OF:
                 raise CheckpointError(
-                    f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}"
+                    f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}; expected "
+                    f"one of {', '.join(DTYPE_TO_GGML)} or a GGML block type (for quantized "
+                    "weights, R.quantize_gguf: q8_0, q4_0, ...)"
                 )
         header = check_gguf_metadata(metadata, arch=arch, where=str(path))
         super().__init__(str(path), infos)
@@ -151,8 +162,10 @@ class GGUFSink(SinkBase):
     def _lay_out(self, temp: Path, infos: Sequence[TensorInfo], metadata: GGUFMetadata) -> None:
         writer = metadata.writer(temp)
         for info in infos:
-            dtype, ggml = numpy_dtype(info.dtype), DTYPE_TO_GGML[info.dtype]
+            dtype, ggml = numpy_dtype(info.dtype), _GGML_OF[info.dtype]
             shape = info.shape or (1,)
+            if is_block(info.dtype):  # gguf takes a byte shape: the row's bytes, then blocks
+                dtype, shape = np.dtype(np.uint8), storage_shape(info.dtype, shape)
             writer.add_tensor_info(info.name, shape, dtype, info.nbytes, raw_dtype=ggml)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()

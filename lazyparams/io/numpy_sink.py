@@ -21,7 +21,7 @@ import numpy.lib.format as npy
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, SinkBase, TensorInfo
-from lazyparams.io.dtypes import EXTENSION_DTYPES
+from lazyparams.io.dtypes import EXTENSION_DTYPES, is_block
 from lazyparams.io.filemap import write_array_at
 from lazyparams.io.npy_format import COMMENT_PREFIX, DTYPES_FILE, npy_header, stored_form
 from lazyparams.io.partial import rows_offset
@@ -29,6 +29,16 @@ from lazyparams.io.staging import Staging
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed member timestamps keep archives reproducible
 _COPY_BYTES = 16 * 1024 * 1024
+
+
+def refuse_block_types(path: str | os.PathLike[str], infos: Sequence[TensorInfo]) -> None:
+    """Refuse GGML block types: .npy has no way to say a uint8 array is rows of blocks."""
+    for info in infos:
+        if is_block(info.dtype):
+            raise CheckpointError(
+                f"{path}: tensor {info.name!r}: .npy has no dtype for {info.dtype}; expected "
+                "an element dtype (GGML block types are written to .gguf)"
+            )
 
 
 class NpzSink(SinkBase):
@@ -41,6 +51,7 @@ class NpzSink(SinkBase):
     def __init__(
         self, path: str | os.PathLike[str], infos: Sequence[TensorInfo], *, compress: bool = False
     ) -> None:
+        refuse_block_types(path, infos)
         super().__init__(str(path), infos)
         self._staging = Staging()
         self._method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
@@ -114,6 +125,7 @@ class NpyFolderSink(SinkBase):
             raise CheckpointError(
                 f"{folder}: exists and is not a folder; expected a folder or nothing"
             )
+        refuse_block_types(path, infos)
         super().__init__(str(path), infos)
         self._staging = Staging()
         self._temps: dict[str, Path] = {}

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io.dtypes import dtype_name, numpy_dtype
+from lazyparams.io.dtypes import dtype_name, holds, is_block, numpy_dtype, storage_shape
 
 if TYPE_CHECKING:  # base imports this module for the sources' and sinks' partial I/O
     from lazyparams.io.base import TensorInfo
@@ -38,6 +38,11 @@ def check_rows(info: TensorInfo, start: object, stop: object, where: str) -> tup
     """`(start, stop)` as ints, checked to be a non-empty row range of the tensor."""
     if not info.shape:
         raise CheckpointError(f"{where}: tensor {info.name!r} is 0-d; expected rows to slice")
+    if len(info.shape) == 1 and is_block(info.dtype):
+        raise CheckpointError(
+            f"{where}: tensor {info.name!r} is one row of {info.dtype} blocks; expected a "
+            "tensor of rank >= 2 for a block of rows"
+        )
     return _check_range(info, info.shape[0], start, stop, "rows", where)
 
 
@@ -47,6 +52,11 @@ def check_cols(info: TensorInfo, start: object, stop: object, where: str) -> tup
         raise CheckpointError(
             f"{where}: tensor {info.name!r}: expected a 2-D tensor for a column block, got "
             f"shape {list(info.shape)}"
+        )
+    if is_block(info.dtype):
+        raise CheckpointError(
+            f"{where}: tensor {info.name!r}: a {info.dtype} tensor's columns share blocks; "
+            "expected a column block of an element dtype"
         )
     return _check_range(info, info.shape[1], start, stop, "columns", where)
 
@@ -217,7 +227,9 @@ def _as_block(array: Array, info: TensorInfo, path: str) -> Array:
     if not info.shape:
         raise CheckpointError(f"{path}: tensor {info.name!r} is 0-d; expected rows to write")
     got = dtype_name(array.dtype) or str(array.dtype)
-    if got != info.dtype or array.ndim != len(info.shape) or array.shape[1:] != info.shape[1:]:
+    trailing = storage_shape(info.dtype, info.shape)[1:]
+    same_kind = holds(array.dtype, info.dtype) and array.ndim == len(info.shape)
+    if not same_kind or array.shape[1:] != trailing:
         want = ", ".join(["n", *map(str, info.shape[1:])])
         raise CheckpointError(
             f"{path}: tensor {info.name!r}: expected rows {info.dtype}[{want}], "

@@ -1,14 +1,19 @@
 """Data types of the IR: their names, widths and numpy equivalents.
 
-Dtypes are plain strings in Relax's spelling ("float32", "bfloat16", "int4", ...). numpy and
-ml_dtypes supply the in-memory types; nothing else is imported.
+Dtypes are plain strings in Relax's spelling ("float32", "bfloat16", "int4", ...), and GGML's
+block types ("q8_0", "q4_k", ...; see `lazyparams.block_types`), held in memory as uint8 blocks.
+numpy and ml_dtypes supply the in-memory types; nothing else is imported.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import ml_dtypes
 import numpy as np
 
+from lazyparams.block_types import BLOCK_TYPES, BlockType
 from lazyparams.errors import StructInfoError
 
 _BITS: dict[str, int] = {
@@ -55,31 +60,59 @@ _ALIASES = {
     "e5m2_float8": "float8_e5m2",
 }
 
-DTYPES: tuple[str, ...] = tuple(_BITS)
-"""Every dtype name the IR accepts."""
+DTYPES: tuple[str, ...] = (*_BITS, *BLOCK_TYPES)
+"""Every dtype name the IR accepts: element types first, then the block types."""
 
 
 def canonical_dtype(name: str) -> str:
     """Return the canonical spelling of a dtype name, or raise naming the unknown dtype."""
     name = _ALIASES.get(name, name)
-    if name not in _BITS:
+    if name not in _BITS and name not in BLOCK_TYPES:
         raise StructInfoError(f"unknown dtype {name!r}; expected one of {', '.join(DTYPES)}")
     return name
 
 
 def is_dtype(name: object) -> bool:
     """True if `name` is a dtype name the IR accepts (aliases included)."""
-    return isinstance(name, str) and _ALIASES.get(name, name) in _BITS
+    return isinstance(name, str) and (_ALIASES.get(name, name) in _BITS or name in BLOCK_TYPES)
+
+
+def is_block(dtype: object) -> bool:
+    """True for GGML's block types ("q8_0", "q4_k", ...)."""
+    return isinstance(dtype, str) and dtype in BLOCK_TYPES
+
+
+def block_type(dtype: str) -> BlockType:
+    """The block type named `dtype`, or raise naming it and the block types there are."""
+    found = BLOCK_TYPES.get(dtype)
+    if found is None:
+        raise StructInfoError(
+            f"{dtype!r} is not a block type; expected one of {', '.join(BLOCK_TYPES)}"
+        )
+    return found
 
 
 def bits(dtype: str) -> int:
-    """Width of one element in bits."""
-    return _BITS[canonical_dtype(dtype)]
+    """Width of one element in bits (block types have none: their elements share bytes)."""
+    name = canonical_dtype(dtype)
+    if name in BLOCK_TYPES:
+        raise StructInfoError(f"block type {name} has no per-element width; expected its nbytes")
+    return _BITS[name]
 
 
 def itemsize(dtype: str) -> int:
     """Bytes one element occupies in memory (int4 and bool occupy a whole byte each)."""
     return max(bits(dtype) // 8, 1)
+
+
+def nbytes(dtype: str, shape: Sequence[int]) -> int:
+    """Bytes a tensor of `dtype` and logical `shape` occupies in memory; exact for block
+    types, whose rows are whole blocks (a partial block still takes a whole one)."""
+    count = math.prod(shape)
+    block = BLOCK_TYPES.get(dtype)
+    if block is None:
+        return count * itemsize(dtype)
+    return -(-count // block.block_size) * block.type_size
 
 
 def is_float(dtype: str) -> bool:
@@ -93,8 +126,16 @@ def is_int(dtype: str) -> bool:
 
 
 def to_numpy(dtype: str) -> np.dtype[np.generic]:
-    """The numpy dtype that holds values of `dtype` in memory."""
-    return _NUMPY[canonical_dtype(dtype)]
+    """The numpy dtype that holds values of `dtype` in memory (uint8 for block types)."""
+    name = canonical_dtype(dtype)
+    return _NUMPY["uint8"] if name in BLOCK_TYPES else _NUMPY[name]
+
+
+def storage_shape(dtype: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of the array holding a tensor of `dtype` and logical `shape`: the shape
+    itself, or for a block type its rows of block bytes."""
+    block = BLOCK_TYPES.get(dtype)
+    return shape if block is None or not shape else block.storage_shape(shape)
 
 
 def from_numpy(dtype: np.dtype[np.generic] | type) -> str:

@@ -18,6 +18,7 @@ from lazyparams.op.builtin import call_packed, call_tir, kill_object, stop_lift_
 from lazyparams.op.create import const, ones, prim_value, zeros
 from lazyparams.op.describe import describe, show_dim
 from lazyparams.op.dims import dims_equal
+from lazyparams.op.gguf import dequantize_gguf, quantize_gguf
 from lazyparams.op.index import concat, split, strided_slice, take
 from lazyparams.op.manipulate import astype, expand_dims, permute_dims, reshape
 from lazyparams.op.quantize import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
@@ -33,6 +34,7 @@ __all__ = [
     "call_tir",
     "concat",
     "const",
+    "dequantize_gguf",
     "dequantize_int4",
     "dequantize_int8",
     "describe",
@@ -47,6 +49,7 @@ __all__ = [
     "ones",
     "permute_dims",
     "prim_value",
+    "quantize_gguf",
     "quantize_int4",
     "quantize_int8",
     "register",

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 from lazyparams.errors import StructInfoError
 from lazyparams.ir.describe import describe, show_dim
-from lazyparams.ir.dtype import canonical_dtype, is_dtype, is_float, is_int
+from lazyparams.ir.dtype import canonical_dtype, is_block, is_dtype, is_float, is_int
 from lazyparams.ir.expr import Call, Expr
 from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.op_registry import InferFn, OpInfo, OpParam, get_op, op_info, register_op
@@ -197,12 +197,28 @@ def operand(call: Call, index: int) -> StructInfo:
     return struct_info_of(call.args[index])
 
 
+BLOCK_OPS = frozenset({"dequantize_gguf"})
+"""The ops that read tensors of GGML block types: their bytes mean nothing to the others."""
+
+
 def tensor_operand(call: Call, index: int, what: str = "x") -> TensorStructInfo:
     """Operand `index` as a tensor, or raise naming the op and what was found instead."""
     sinfo = operand(call, index)
     if not isinstance(sinfo, TensorStructInfo):
         fail(call_op_name(call), f"expected {what} to be a tensor, got {describe(sinfo)}")
+    _refuse_blocks(call, sinfo, what)
     return sinfo
+
+
+def _refuse_blocks(call: Call, t: TensorStructInfo, what: str) -> None:
+    """Refuse a block-typed operand of an op that would read its bytes as numbers."""
+    op_name = call_op_name(call)
+    if is_block(t.dtype) and op_name not in BLOCK_OPS:
+        fail(
+            op_name,
+            f"expected {what} of an element dtype, got block type {t.dtype}; "
+            "R.dequantize_gguf gives its floats",
+        )
 
 
 def tuple_operand(call: Call, index: int, what: str) -> list[TensorStructInfo]:
@@ -215,6 +231,7 @@ def tuple_operand(call: Call, index: int, what: str) -> list[TensorStructInfo]:
     for i, f in enumerate(sinfo.fields):
         if not isinstance(f, TensorStructInfo):
             fail(op_name, f"expected {what}[{i}] to be a tensor, got {describe(f)}")
+        _refuse_blocks(call, f, f"{what}[{i}]")
         fields.append(f)
     return fields
 

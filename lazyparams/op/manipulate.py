@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lazyparams.ir.describe import show_dim, show_shape
+from lazyparams.ir.dtype import is_block
 from lazyparams.ir.expr import Call, Expr, ShapeExpr
 from lazyparams.ir.op_registry import OpParam
 from lazyparams.ir.prim import FloorDiv, IntImm, PrimExpr, const_int
@@ -143,9 +144,15 @@ def expand_dims(x: Expr, axis: int | Sequence[int]) -> Call:
 
 
 def _infer_astype(call: Call) -> TensorStructInfo:
-    """The same shape in the new dtype."""
+    """The same shape in the new dtype; block types go through the GGUF ops instead."""
     x = tensor_operand(call, 0)
-    return TensorStructInfo(x.shape, attr(call, "dtype"), x.ndim)
+    dtype = attr(call, "dtype")
+    if is_block(dtype):
+        fail(
+            "astype",
+            f"expected an element dtype, got block type {dtype}; R.quantize_gguf quantizes to it",
+        )
+    return TensorStructInfo(x.shape, dtype, x.ndim)
 
 
 def astype(x: Expr, dtype: str) -> Call:

@@ -207,3 +207,46 @@ def _outputs(x: Array, codes: Array, code_type: type[Any], scale: Array) -> bool
 def _module() -> Any:
     assert _MODULE is not None
     return _MODULE
+
+
+# GGML block quantization ---------------------------------------------------------------------
+
+
+LEGACY_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")
+"""The block types of `runtime/csrc/gguf_legacy.c`."""
+
+
+def quantize_legacy(type_name: str, rows: Array, out: Array) -> int | None:
+    """ggml's reference bytes of the float32 rows (rows, n) into `out` (rows, n / 32 * type
+    size, uint8): -1 when done, the index of the first 32-value block holding a NaN or
+    infinity (out then partial), or None when the compiled loop is off or cannot take them."""
+    if not enabled() or not hasattr(_module(), "quantize_legacy"):
+        return None
+    if type_name not in LEGACY_TYPES or rows.dtype != F32 or out.dtype != np.uint8:
+        return None
+    if not (_flat_layout(rows) and _flat_layout(out) and out.flags.writeable):
+        return None
+    if np.may_share_memory(rows, out) or rows.ndim != 2 or out.shape[0] != rows.shape[0]:
+        return None
+    found: int = _module().quantize_legacy(type_name, rows.reshape(-1), out.reshape(-1))
+    return found
+
+
+def dequantize_legacy(type_name: str, q: Array, out: Array) -> bool:
+    """The float32 values of the legacy blocks `q` (uint8 rows of whole blocks) into `out`
+    (float32, 32 values a block); False (out unspecified) when the compiled loop is off or
+    cannot take them."""
+    if not enabled() or not hasattr(_module(), "dequantize_legacy"):
+        return False
+    if type_name not in LEGACY_TYPES or q.dtype != np.uint8 or out.dtype != F32:
+        return False
+    if not (_flat_layout(q) and _flat_layout(out) and out.flags.writeable):
+        return False
+    if np.may_share_memory(q, out):
+        return False
+    done: bool = _module().dequantize_legacy(type_name, q.reshape(-1), out.reshape(-1))
+    return done
+
+
+def _flat_layout(x: Array) -> bool:
+    return bool(x.flags.c_contiguous and x.flags.aligned)

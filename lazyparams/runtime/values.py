@@ -13,7 +13,7 @@ import numpy as np
 
 from lazyparams.errors import LazyParamsError, RuntimeExecError
 from lazyparams.ir.describe import describe
-from lazyparams.ir.dtype import from_numpy, to_numpy
+from lazyparams.ir.dtype import block_type, from_numpy, is_block, to_numpy
 from lazyparams.ir.prim import IntImm, PrimExpr, PrimVar, operands
 from lazyparams.ir.struct_info import (
     FuncStructInfo,
@@ -113,7 +113,19 @@ def _tensor(value: Any, sinfo: Any, symbols: Symbols) -> bool:
         return False
     if sinfo.ndim != -1 and value.ndim != sinfo.ndim:
         return False
-    return sinfo.shape is None or _dims(sinfo.shape, value.shape, symbols)
+    shape = _logical_shape(value, sinfo.dtype)
+    return shape is not None and (sinfo.shape is None or _dims(sinfo.shape, shape, symbols))
+
+
+def _logical_shape(value: np.ndarray[Any, Any], dtype: str) -> tuple[int, ...] | None:
+    """The element shape `value` holds: its own, or for a block type the values its rows of
+    block bytes stand for (None when a row is not a whole number of blocks)."""
+    if not is_block(dtype):
+        return tuple(value.shape)
+    block = block_type(dtype)
+    if value.ndim == 0 or value.shape[-1] % block.type_size:
+        return None
+    return block.logical_shape(tuple(value.shape))
 
 
 def _dims(dims: tuple[PrimExpr, ...], actual: tuple[int, ...], symbols: Symbols) -> bool:

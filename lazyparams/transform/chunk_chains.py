@@ -3,8 +3,9 @@ apart, and the outputs they hand off, so the whole chain can run one block of ro
 
 A chain starts at `x = get_item(i)` and holds every binding reading one of its values, each of
 which must be: a step (`astype`; `add`, `subtract`, `multiply`, `divide` of chain values and
-constants; `permute_dims`; `quantize_int8` along the split axis; `quantize_int4` of rows; a tuple
-item or copy of a chain value), a hand-off `set_item(j, v)` or a `kill_object`. Every value has a
+constants; `permute_dims`; `quantize_int8` along the split axis; `quantize_int4` of rows;
+`quantize_gguf` / `dequantize_gguf` split along any axis but the last; a tuple item or copy of
+a chain value), a hand-off `set_item(j, v)` or a `kill_object`. Every value has a
 *split axis*: block k of it comes from block k of the load along the load's split axis (rows, or
 the columns of a 2-D tensor, which a transpose turns into rows). Each handed-off value must
 split along its rows. Imports `ir`, `op` and `analysis`.
@@ -13,12 +14,11 @@ split along its rows. Imports `ir`, `op` and `analysis`.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from lazyparams.analysis.liveness import Liveness, liveness
-from lazyparams.analysis.memory_model import element_bytes, is_kill
+from lazyparams.analysis.memory_model import is_kill, tensor_nbytes
 from lazyparams.ir import (
     Binding,
     Call,
@@ -37,13 +37,16 @@ from lazyparams.ir import (
     VarBinding,
     struct_info_of,
 )
+from lazyparams.ir.dtype import is_block
 from lazyparams.ir.prim import IntImm
 
 Split = int | tuple["Split", ...]
 """The split axis of a value: an axis for a tensor, one split per field for a tuple."""
 
 ELEMENTWISE = frozenset({"add", "subtract", "multiply", "divide"})
-STEP_OPS = ELEMENTWISE | {"astype", "permute_dims", "quantize_int8", "quantize_int4"}
+BLOCK_STEPS = frozenset({"quantize_gguf", "dequantize_gguf"})
+"""GGML block (de)quantization: rows are independent, but a row's values share blocks."""
+STEP_OPS = ELEMENTWISE | BLOCK_STEPS | {"astype", "permute_dims", "quantize_int8", "quantize_int4"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +219,8 @@ def _split(
     """The chain when the load splits along `axis`, or None where some member cannot."""
     shape = sinfo.static_shape
     assert shape is not None
+    if is_block(sinfo.dtype) and axis == len(shape) - 1:
+        return None  # the columns of block rows share their blocks
     splits: dict[Var, Split] = {load.var: axis}
     for binding in members[1:]:
         value = binding.value
@@ -250,6 +255,8 @@ def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | 
         return None
     if name == "astype":
         return split
+    if name in BLOCK_STEPS:
+        return split if split != _ndim(x) - 1 else None
     if name == "permute_dims":
         return permutation(value, split)
     if name == "quantize_int8":
@@ -321,4 +328,4 @@ def _row_bytes(sinfo: StructInfo, length: int) -> int:
     if isinstance(sinfo, TupleStructInfo):
         return max((_row_bytes(f, length) for f in sinfo.fields), default=0)
     assert isinstance(sinfo, TensorStructInfo) and sinfo.static_shape is not None
-    return math.prod(sinfo.static_shape) * element_bytes(sinfo.dtype) // length
+    return tensor_nbytes(sinfo.dtype, sinfo.static_shape) // length

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lazyparams.block_types import BLOCK_TYPES
 from lazyparams.errors import CheckpointError
 from lazyparams.io.dtypes import DTYPE_NAMES, dtype_name, itemsize, numpy_dtype
 from lazyparams.ir import dtype as ir_dtype
 
 
 def test_both_tables_name_the_same_dtypes() -> None:
-    assert sorted(DTYPE_NAMES) == sorted(ir_dtype.DTYPES)
+    assert sorted((*DTYPE_NAMES, *BLOCK_TYPES)) == sorted(ir_dtype.DTYPES)
 
 
 @pytest.mark.parametrize("name", DTYPE_NAMES)

@@ -65,11 +65,13 @@ def test_file_written_by_the_gguf_writer_is_read(tmp_path: Path, assert_same: Ch
         assert_same(source.load("tok_embd.weight"), want)
 
 
-def test_quantized_tensor_is_listed_but_refused_by_name_and_type(tmp_path: Path) -> None:
+def test_tensor_of_an_unknown_ggml_type_is_listed_but_refused_by_name_and_type(
+    tmp_path: Path,
+) -> None:
     writer = GGUFWriter(tmp_path / "q.gguf", "llama")
     writer.add_tensor("plain", np.ones(4, np.float32))
-    q8_block = np.zeros(34, np.uint8)  # one Q8_0 block: 32 values in 34 bytes
-    writer.add_tensor("quant", q8_block, raw_dtype=GGMLQuantizationType.Q8_0)
+    q8k_block = np.zeros(292, np.uint8)  # one Q8_K block (ggml's internal dot-product type)
+    writer.add_tensor("quant", q8k_block, raw_dtype=GGMLQuantizationType.Q8_K)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -79,7 +81,7 @@ def test_quantized_tensor_is_listed_but_refused_by_name_and_type(tmp_path: Path)
         assert source.load("plain").tolist() == [1.0] * 4
         for access in (source.info, source.load):
             with pytest.raises(
-                CheckpointError, match="tensor 'quant' has quantized GGML type Q8_0"
+                CheckpointError, match="tensor 'quant' has GGML type Q8_K, which lazyparams"
             ):
                 access("quant")
 

@@ -1,0 +1,357 @@
+/* GGML's legacy block quantizers (q4_0, q4_1, q5_0, q5_1, q8_0) from float32, giving the bytes
+ * of ggml's reference `quantize_row_<type>_ref`: the same float32 operations in the same
+ * order (the build turns off FMA contraction), roundf's ties away from zero, `x * (1 / d)`,
+ * float16 scales rounded to nearest even, and C's float to integer conversion as x86 does it
+ * (truncation; NaN, infinities and values out of int32 range give 0x80000000). The caller
+ * refuses NaN and infinities before calling in. */
+#include "native.h"
+
+#include <math.h>
+
+#define QK 32
+
+/* float32 to float16 bits, to nearest even (the inputs here are never NaN). */
+static inline uint16_t half_of(float f) {
+    uint32_t b = f32_bits(f), sign = (b >> 16) & 0x8000u, mag = b & 0x7FFFFFFFu;
+    if (mag >= 0x47800000u) return (uint16_t)(sign | 0x7C00u);
+    if (mag < 0x38800000u) {
+        /* multiples of 2**-24: adding 0.5 rounds to one of them, half to even */
+        return (uint16_t)(sign | (f32_bits(bits_f32(mag) + 0.5f) - 0x3F000000u));
+    }
+    return (uint16_t)(sign | ((mag + 0xC8000FFFu + ((mag >> 13) & 1u)) >> 13));
+}
+
+static inline void put_half(uint8_t *at, float f) {
+    uint16_t h = half_of(f);
+    at[0] = (uint8_t)(h & 0xFF);
+    at[1] = (uint8_t)(h >> 8);
+}
+
+static inline float inverse(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+
+/* The bits of max |x| of a block, at least 0x7F800000 when some value is NaN or infinite. */
+static inline uint32_t abs_max_bits(const float *x) {
+    uint32_t high = 0;
+    for (int j = 0; j < QK; j++) {
+        uint32_t b = f32_bits(x[j]) & 0x7FFFFFFFu;
+        high = b > high ? b : high;
+    }
+    return high;
+}
+
+/* The first value of largest magnitude, given the bits of that magnitude (+0.0 when zero). */
+static inline float signed_max(const float *x, uint32_t amax) {
+    if (amax == 0) return 0.0f;
+    int j = 0;
+    while ((f32_bits(x[j]) & 0x7FFFFFFFu) != amax) j++;
+    return x[j];
+}
+
+/* float32 bits mapped to integers that order like the values (-0.0 just below +0.0). */
+static inline int32_t ordered(float v) {
+    int32_t b = (int32_t)f32_bits(v);
+    return b < 0 ? (int32_t)(0x80000000u - (uint32_t)b) - 1 : b;
+}
+
+/* The first value equal to `v` (equal as floats: it keeps the sign of the first zero). */
+static inline float first_equal(const float *x, float v) {
+    int j = 0;
+    while (x[j] != v) j++;
+    return x[j];
+}
+
+/* A block's minimum and maximum as ggml's strict comparisons find them: the first values
+ * attaining them (which matters only for the sign of a zero). */
+static inline void block_min_max(const float *x, float *min, float *max) {
+    int32_t lo = INT32_MAX, hi = INT32_MIN;
+    for (int j = 0; j < QK; j++) {
+        int32_t o = ordered(x[j]);
+        lo = o < lo ? o : lo;
+        hi = o > hi ? o : hi;
+    }
+    int32_t at_lo = 0, at_hi = 0;
+    for (int j = 0; j < QK; j++) {
+        at_lo = ordered(x[j]) == lo ? j : at_lo;
+        at_hi = ordered(x[j]) == hi ? j : at_hi;
+    }
+    *min = first_equal(x, x[at_lo]);
+    *max = first_equal(x, x[at_hi]);
+}
+
+/* roundf(v) for |v| < 2**31, as an int: ties away from zero. */
+static inline int32_t round_away(float v) {
+    int32_t t = (int32_t)v;
+    float frac = v - (float)t;
+    return t + (int32_t)(frac >= 0.5f) - (int32_t)(frac <= -0.5f);
+}
+
+/* Each function returns the index of the first block holding a NaN or infinity, or -1. */
+
+LP_CLONES static Py_ssize_t q8_0_rows(const float *x, uint8_t *y, Py_ssize_t blocks) {
+    for (Py_ssize_t i = 0; i < blocks; i++, x += QK, y += 34) {
+        uint32_t amax = abs_max_bits(x);
+        if (amax >= 0x7F800000u) return i;
+        float d = bits_f32(amax) / 127.0f;
+        float id = inverse(d);
+        put_half(y, d);
+        int ok = id <= FLT_MAX; /* else every product is infinite or NaN: code 0 */
+        for (int j = 0; j < QK; j++) y[2 + j] = ok ? (uint8_t)round_away(x[j] * id) : 0;
+    }
+    return -1;
+}
+
+/* Codes of q4_0 (half 8, top 15) and q5_0 (half 16, top 31): min(top, (int)(x * id + half +
+ * .5)); with a finite id the sum lies in [0, top + 1.5]. */
+static inline void symmetric_codes(const float *x, float id, float half, int32_t top,
+                                   uint8_t *q) {
+    int ok = id <= FLT_MAX;
+    for (int j = 0; j < QK; j++) {
+        int32_t c = (int32_t)(x[j] * id + (half + 0.5f));
+        q[j] = ok ? (uint8_t)(c < top ? c : top) : 0;
+    }
+}
+
+static inline void pack_nibbles(const uint8_t *q, uint8_t *at) {
+    for (int j = 0; j < QK / 2; j++) at[j] = (uint8_t)((q[j] & 0x0F) | ((q[j + 16] & 0x0F) << 4));
+}
+
+static inline void put_high_bits(uint8_t *at, const uint8_t *q) {
+    uint32_t qh = 0;
+    for (int j = 0; j < QK; j++) qh |= (uint32_t)((q[j] >> 4) & 1u) << j;
+    for (int k = 0; k < 4; k++) at[k] = (uint8_t)(qh >> (8 * k));
+}
+
+LP_CLONES static Py_ssize_t q4_0_rows(const float *x, uint8_t *y, Py_ssize_t blocks) {
+    uint8_t q[QK];
+    for (Py_ssize_t i = 0; i < blocks; i++, x += QK, y += 18) {
+        uint32_t amax = abs_max_bits(x);
+        if (amax >= 0x7F800000u) return i;
+        float d = signed_max(x, amax) / -8.0f;
+        put_half(y, d);
+        symmetric_codes(x, inverse(d), 8.0f, 15, q);
+        pack_nibbles(q, y + 2);
+    }
+    return -1;
+}
+
+LP_CLONES static Py_ssize_t q5_0_rows(const float *x, uint8_t *y, Py_ssize_t blocks) {
+    uint8_t q[QK];
+    for (Py_ssize_t i = 0; i < blocks; i++, x += QK, y += 22) {
+        uint32_t amax = abs_max_bits(x);
+        if (amax >= 0x7F800000u) return i;
+        float d = signed_max(x, amax) / -16.0f;
+        put_half(y, d);
+        symmetric_codes(x, inverse(d), 16.0f, 31, q);
+        put_high_bits(y + 2, q);
+        pack_nibbles(q, y + 6);
+    }
+    return -1;
+}
+
+/* Codes of q4_1 (top 15) and q5_1 (top 31, never reached past): (int)((x - min) * id + 0.5).
+ * With d and id finite the sum lies in [0, top + 1.5]; otherwise every product is 0, NaN or
+ * infinite, and every code 0. */
+static inline void affine_codes(const float *x, float min, float d, int32_t top, uint8_t *q) {
+    float id = inverse(d);
+    int ok = d <= FLT_MAX && id <= FLT_MAX;
+    for (int j = 0; j < QK; j++) {
+        int32_t c = (int32_t)((x[j] - min) * id + 0.5f);
+        q[j] = ok ? (uint8_t)(c < top ? c : top) : 0;
+    }
+}
+
+LP_CLONES static Py_ssize_t q4_1_rows(const float *x, uint8_t *y, Py_ssize_t blocks) {
+    uint8_t q[QK];
+    float min, max;
+    for (Py_ssize_t i = 0; i < blocks; i++, x += QK, y += 20) {
+        if (abs_max_bits(x) >= 0x7F800000u) return i;
+        block_min_max(x, &min, &max);
+        float d = (max - min) / 15.0f;
+        put_half(y, d);
+        put_half(y + 2, min);
+        affine_codes(x, min, d, 15, q);
+        pack_nibbles(q, y + 4);
+    }
+    return -1;
+}
+
+LP_CLONES static Py_ssize_t q5_1_rows(const float *x, uint8_t *y, Py_ssize_t blocks) {
+    uint8_t q[QK];
+    float min, max;
+    for (Py_ssize_t i = 0; i < blocks; i++, x += QK, y += 24) {
+        if (abs_max_bits(x) >= 0x7F800000u) return i;
+        block_min_max(x, &min, &max);
+        float d = (max - min) / 31.0f;
+        put_half(y, d);
+        put_half(y + 2, min);
+        affine_codes(x, min, d, 255, q);
+        put_high_bits(y + 4, q);
+        pack_nibbles(q, y + 8);
+    }
+    return -1;
+}
+
+/* Dequantizers: value = d * code (+ m), in float32 as gguf-py and ggml compute it. */
+
+static inline float half_value(const uint8_t *at) {
+    uint32_t h = (uint32_t)at[0] | ((uint32_t)at[1] << 8);
+    uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+    if (exp == 0x1Fu) return bits_f32(sign | 0x7F800000u | (man << 13));
+    if (exp != 0) return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+    float sub = (float)man * (1.0f / 16777216.0f); /* man * 2**-24, exact */
+    return bits_f32(sign | f32_bits(sub));
+}
+
+static inline void nibbles_of(const uint8_t *qs, int32_t *codes) {
+    for (int j = 0; j < QK / 2; j++) {
+        codes[j] = qs[j] & 0x0F;
+        codes[j + 16] = qs[j] >> 4;
+    }
+}
+
+static inline void add_high_bits(const uint8_t *at, int32_t *codes) {
+    uint32_t qh = (uint32_t)at[0] | ((uint32_t)at[1] << 8) | ((uint32_t)at[2] << 16) |
+                  ((uint32_t)at[3] << 24);
+    for (int j = 0; j < QK; j++) codes[j] |= (int32_t)(((qh >> j) & 1u) << 4);
+}
+
+LP_CLONES static void q8_0_values(const uint8_t *b, float *y, Py_ssize_t blocks) {
+    for (Py_ssize_t i = 0; i < blocks; i++, b += 34, y += QK) {
+        float d = half_value(b);
+        for (int j = 0; j < QK; j++) y[j] = d * (float)(int8_t)b[2 + j];
+    }
+}
+
+LP_CLONES static void q4_0_values(const uint8_t *b, float *y, Py_ssize_t blocks) {
+    int32_t c[QK];
+    for (Py_ssize_t i = 0; i < blocks; i++, b += 18, y += QK) {
+        float d = half_value(b);
+        nibbles_of(b + 2, c);
+        for (int j = 0; j < QK; j++) y[j] = d * (float)(c[j] - 8);
+    }
+}
+
+LP_CLONES static void q4_1_values(const uint8_t *b, float *y, Py_ssize_t blocks) {
+    int32_t c[QK];
+    for (Py_ssize_t i = 0; i < blocks; i++, b += 20, y += QK) {
+        float d = half_value(b), m = half_value(b + 2);
+        nibbles_of(b + 4, c);
+        for (int j = 0; j < QK; j++) y[j] = d * (float)c[j] + m;
+    }
+}
+
+LP_CLONES static void q5_0_values(const uint8_t *b, float *y, Py_ssize_t blocks) {
+    int32_t c[QK];
+    for (Py_ssize_t i = 0; i < blocks; i++, b += 22, y += QK) {
+        float d = half_value(b);
+        nibbles_of(b + 6, c);
+        add_high_bits(b + 2, c);
+        for (int j = 0; j < QK; j++) y[j] = d * (float)(c[j] - 16);
+    }
+}
+
+LP_CLONES static void q5_1_values(const uint8_t *b, float *y, Py_ssize_t blocks) {
+    int32_t c[QK];
+    for (Py_ssize_t i = 0; i < blocks; i++, b += 24, y += QK) {
+        float d = half_value(b), m = half_value(b + 2);
+        nibbles_of(b + 8, c);
+        add_high_bits(b + 4, c);
+        for (int j = 0; j < QK; j++) y[j] = d * (float)c[j] + m;
+    }
+}
+
+typedef Py_ssize_t (*RowsFn)(const float *, uint8_t *, Py_ssize_t);
+typedef void (*ValuesFn)(const uint8_t *, float *, Py_ssize_t);
+
+static const struct {
+    const char *name;
+    RowsFn fn;
+    ValuesFn values;
+    Py_ssize_t size;
+} LEGACY[] = {
+    {"q4_0", q4_0_rows, q4_0_values, 18}, {"q4_1", q4_1_rows, q4_1_values, 20},
+    {"q5_0", q5_0_rows, q5_0_values, 22}, {"q5_1", q5_1_rows, q5_1_values, 24},
+    {"q8_0", q8_0_rows, q8_0_values, 34},
+};
+
+static int legacy_index(const char *name) {
+    for (int t = 0; t < (int)(sizeof LEGACY / sizeof LEGACY[0]); t++) {
+        if (strcmp(LEGACY[t].name, name) == 0) return t;
+    }
+    return -1;
+}
+
+const char lp_quantize_legacy_doc[] = PyDoc_STR(
+    "quantize_legacy(type, x, out) -> int: ggml's reference bytes of the float32 values `x`\n"
+    "(1-D, a multiple of 32) into `out` (uint8, x.size / 32 * type size); -1 when done, else\n"
+    "the index of the first 32-value block holding a NaN or infinity (out is then partial),\n"
+    "or -2 for a type it does not know.");
+
+PyObject *lp_quantize_legacy(PyObject *self, PyObject *args) {
+    PyObject *xo, *oo;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "sOO", &name, &xo, &oo)) return NULL;
+    int found = legacy_index(name);
+    if (found < 0) return PyLong_FromSsize_t(-2);
+    Buf b[2];
+    memset(b, 0, sizeof b);
+    if (lp_get_buf(xo, &b[0], 0, 1, 4, "x") < 0) {
+        lp_release(b, 2);
+        return NULL;
+    }
+    Py_ssize_t n = b[0].view.shape[0];
+    if (n % QK != 0) {
+        lp_release(b, 2);
+        PyErr_SetString(PyExc_ValueError, "expected x of a whole number of 32-value blocks");
+        return NULL;
+    }
+    if (lp_get_contiguous(oo, &b[1], 1, n / QK * LEGACY[found].size, "out") < 0) {
+        lp_release(b, 2);
+        return NULL;
+    }
+    RowsFn fn = LEGACY[found].fn;
+    const float *x = b[0].view.buf;
+    uint8_t *y = b[1].view.buf;
+    Py_ssize_t bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = fn(x, y, n / QK);
+    Py_END_ALLOW_THREADS
+    lp_release(b, 2);
+    return PyLong_FromSsize_t(bad);
+}
+
+const char lp_dequantize_legacy_doc[] = PyDoc_STR(
+    "dequantize_legacy(type, q, out) -> bool: the float32 values of the blocks `q` (uint8,\n"
+    "1-D, whole blocks) into `out` (float32, 32 a block); False for a type it does not know.");
+
+PyObject *lp_dequantize_legacy(PyObject *self, PyObject *args) {
+    PyObject *qo, *oo;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "sOO", &name, &qo, &oo)) return NULL;
+    int found = legacy_index(name);
+    if (found < 0) Py_RETURN_FALSE;
+    Buf b[2];
+    memset(b, 0, sizeof b);
+    if (lp_get_buf(qo, &b[0], 0, 1, 1, "q") < 0) {
+        lp_release(b, 2);
+        return NULL;
+    }
+    Py_ssize_t bytes = b[0].view.shape[0], size = LEGACY[found].size;
+    if (bytes % size != 0) {
+        lp_release(b, 2);
+        PyErr_SetString(PyExc_ValueError, "expected q of whole blocks");
+        return NULL;
+    }
+    if (lp_get_contiguous(oo, &b[1], 1, bytes / size * QK * 4, "out") < 0) {
+        lp_release(b, 2);
+        return NULL;
+    }
+    ValuesFn fn = LEGACY[found].values;
+    const uint8_t *q = b[0].view.buf;
+    float *y = b[1].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    fn(q, y, bytes / size);
+    Py_END_ALLOW_THREADS
+    lp_release(b, 2);
+    Py_RETURN_TRUE;
+}
