@@ -207,3 +207,34 @@ def _outputs(x: Array, codes: Array, code_type: type[Any], scale: Array) -> bool
 def _module() -> Any:
     assert _MODULE is not None
     return _MODULE
+
+
+# GGUF K-quants -------------------------------------------------------------------------------
+
+
+def quantize_gguf_k(kind: str, x: Array, out: Array) -> bool | None:
+    """ggml's `kind` K-quant blocks of the float32 rows `x` into the uint8 rows `out`: True
+    when written, False (out unspecified) when x holds an infinity or NaN, None when the
+    extension is off or does not have the loop (the caller takes its numpy path)."""
+    if not enabled() or not hasattr(_module(), "quantize_gguf_k"):
+        return None
+    if not (_flat_ok(x, F32) and _flat_ok(out, np.dtype(np.uint8))) or np.may_share_memory(x, out):
+        return None
+    done: bool = _module().quantize_gguf_k(kind, x, out)
+    return done
+
+
+def dequantize_gguf_k(kind: str, q: Array, out: Array) -> bool:
+    """float32 values of ggml's `kind` K-quant blocks `q` into `out`; False when the caller
+    must take its numpy path."""
+    if not enabled() or not hasattr(_module(), "dequantize_gguf_k"):
+        return False
+    if not (_flat_ok(q, np.dtype(np.uint8)) and _flat_ok(out, F32)) or np.may_share_memory(q, out):
+        return False
+    _module().dequantize_gguf_k(kind, q, out)
+    return True
+
+
+def _flat_ok(a: Array, dtype: np.dtype[Any]) -> bool:
+    """A C-contiguous aligned 2-D array of `dtype` (writable is checked by the buffer protocol)."""
+    return a.dtype == dtype and a.ndim == 2 and a.flags.c_contiguous and a.flags.aligned
