@@ -106,6 +106,7 @@ def inputs() -> Iterator[tuple[str, np.ndarray[Any, Any]]]:
         yield f"normal*{scale:g}", (rng.standard_normal((16, 512)) * scale).astype(np.float32)
     blocks = list(_adversarial(rng))
     yield "adversarial", np.stack(blocks).astype(np.float32).reshape(len(blocks), 256)
+    yield "odd block count", rng.standard_normal((3, 768)).astype(np.float32)
     weights = rng.standard_t(4, (64, 1024)) * 0.02 * np.exp(rng.normal(0, 0.5, (64, 1)))
     weights[:, rng.integers(1024, size=4)] *= 20  # outlier columns, as in real projections
     yield "weights", weights.astype(np.float32)
@@ -127,6 +128,26 @@ def _assert_same_bytes(ours: np.ndarray[Any, Any], ggml: np.ndarray[Any, Any], w
     if not np.array_equal(ours, ggml):
         row, col = np.argwhere(ours != ggml)[0]
         raise AssertionError(f"{what}: first difference at row {row}, byte {col}")
+
+
+@pytest.mark.skipif(not native.available(), reason="extension not built")
+@pytest.mark.parametrize("kind", KINDS)
+def test_compiled_loops_run(kind: str) -> None:
+    """The compiled loops take the work (so the native cases below test them, not numpy) and
+    say False for an infinity; they decline arrays they cannot take."""
+    x = CASES[-1][1][:4]
+    out = np.zeros((4, 4 * gguf_kquants.TYPE_SIZE[kind]), np.uint8)
+    assert native.quantize_gguf_k(kind, x, out) is True
+    assert out.any()
+    floats = np.zeros_like(x)
+    assert native.dequantize_gguf_k(kind, out, floats) is True
+    assert floats.any()
+    bad = x.copy()
+    bad[3, 5] = np.inf
+    assert native.quantize_gguf_k(kind, bad, out) is False
+    assert native.quantize_gguf_k(kind, x[:, ::2], out[:, ::2]) is None
+    with native.use_native(False):
+        assert native.quantize_gguf_k(kind, x, out) is None
 
 
 @pytest.mark.parametrize("on", PATHS)

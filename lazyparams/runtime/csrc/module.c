@@ -74,6 +74,8 @@ static PyMethodDef methods[] = {
     {"lookup", lp_lookup, METH_VARARGS, lp_lookup_doc},
     {"quantize_int8", lp_quantize_int8, METH_VARARGS, lp_quantize_int8_doc},
     {"quantize_int4", lp_quantize_int4, METH_VARARGS, lp_quantize_int4_doc},
+    {"quantize_gguf_k", lp_quantize_gguf_k, METH_VARARGS, lp_quantize_gguf_k_doc},
+    {"dequantize_gguf_k", lp_dequantize_gguf_k, METH_VARARGS, lp_dequantize_gguf_k_doc},
     {NULL, NULL, 0, NULL},
 };
 
