@@ -24,13 +24,13 @@ static inline int32_t round_int(float v) {
     return (u.i & 0x007FFFFF) - 0x00400000;
 }
 
-static inline float clamped(float v, int32_t lo, int32_t hi) {
-    int32_t l = round_int(v);
-    return (float)(l < lo ? lo : l > hi ? hi : l);
+static inline int32_t clampi(int32_t v, int32_t lo, int32_t hi) {
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
 }
 
-static inline int32_t clampi(int32_t v, int32_t lo, int32_t hi) {
-    return v < lo ? lo : v > hi ? hi : v;
+static inline float clamped(float v, int32_t lo, int32_t hi) {
+    return (float)clampi(round_int(v), lo, hi);
 }
 
 /* float32 to float16 bits, rounding to nearest even (as numpy and GGML_FP32_TO_FP16). */
@@ -67,6 +67,15 @@ static void gather(const float *x, Py_ssize_t valid, int n, Cols c) {
 }
 
 /* Searches ------------------------------------------------------------------------------- */
+
+/* L[i][g] = trial[i][g] in the columns where take[g] is not 0. */
+static inline void select_columns(int n, const float *take, const Cols trial, Cols L) {
+    for (int i = 0; i < n; i++)
+        for (int g = 0; g < G; g++) {
+            float t = trial[i][g], l = L[i][g];
+            L[i][g] = take[g] != 0 ? t : l;
+        }
+}
 
 /* sum of w * |scale * L + low - x| (squared unless `mad`), in ggml's order. */
 LP_CLONES static void weighted_error(int n, const Cols x, const Cols w, const Cols L,
@@ -137,8 +146,7 @@ LP_CLONES static void fit_min_scale(int n, int nmax, const Cols x, const Cols w,
             low[g] = better ? tm[g] : low[g];
             cur[g] = (float)better;
         }
-        for (int i = 0; i < n; i++)
-            for (int g = 0; g < G; g++) L[i][g] = cur[g] != 0 ? trial[i][g] : L[i][g];
+        select_columns(n, cur, trial, L);
     }
     for (int g = 0; g < G; g++) {
         int flat = high[g] == start[g];
@@ -201,8 +209,7 @@ LP_CLONES static void fit_symmetric(int nmax, const Cols x, Cols L, float *scale
             best[g] = take ? scale[g] * slx[g] : best[g];
             is[g] = (float)take;
         }
-        for (int i = 0; i < n; i++)
-            for (int g = 0; g < G; g++) L[i][g] = is[g] != 0 ? trial[i][g] : L[i][g];
+        select_columns(n, is, trial, L);
     }
     for (int g = 0; g < G; g++) {
         int zero = amax[g] < EPS;
