@@ -140,7 +140,7 @@ LP_CLONES static void fit_min_scale(int n, int nmax, const Cols x, const Cols w,
         }
         weighted_error(n, x, w, trial, ts, tm, mad, cur);
         for (int g = 0; g < G; g++) {
-            int better = det[g] > 0 && cur[g] < best[g];
+            int better = (det[g] > 0) & (cur[g] < best[g]);
             best[g] = better ? cur[g] : best[g];
             scale[g] = better ? ts[g] : scale[g];
             low[g] = better ? tm[g] : low[g];
@@ -204,7 +204,7 @@ LP_CLONES static void fit_symmetric(int nmax, const Cols x, Cols L, float *scale
         for (int g = 0; g < G; g++) is[g] = top / big[g];
         symmetric_sums(n, nmax, x, w, wx, is, trial, slx, sl2);
         for (int g = 0; g < G; g++) {
-            int take = sl2[g] > 0 && slx[g] * slx[g] > best[g] * sl2[g];
+            int take = (sl2[g] > 0) & (slx[g] * slx[g] > best[g] * sl2[g]);
             scale[g] = take ? slx[g] / sl2[g] : scale[g];
             best[g] = take ? scale[g] * slx[g] : best[g];
             is[g] = (float)take;
@@ -238,19 +238,21 @@ LP_CLONES static void fit_q3(const Cols x, Cols L, float *scale) {
             sl2[g] += w[i][g] * l * l;
         }
     for (int pass = 0; pass < 5; pass++) {
-        int changed = 0; /* a pass without a change would repeat itself */
+        int changed[G] = {0}; /* a pass without a change would repeat itself */
         for (int i = 0; i < n; i++)
             for (int g = 0; g < G; g++) {
                 float li = L[i][g], a = slx[g] - wx[i][g] * li, b = sl2[g] - w[i][g] * li * li;
                 float nl = clamped(x[i][g] * b / a, -4, 3);
                 float na = a + wx[i][g] * nl, nb = b + w[i][g] * nl * nl;
-                int take = a > 0 && nl != li && nb > 0 && na * na * sl2[g] > slx[g] * slx[g] * nb;
+                int take = (a > 0) & (nl != li) & (nb > 0) & (na * na * sl2[g] > slx[g] * slx[g] * nb);
                 L[i][g] = take ? nl : li;
                 slx[g] = take ? na : slx[g];
                 sl2[g] = take ? nb : sl2[g];
-                changed |= take;
+                changed[g] |= take;
             }
-        if (!changed) break;
+        int any = 0;
+        for (int g = 0; g < G; g++) any |= changed[g];
+        if (!any) break;
     }
     for (int g = 0; g < G; g++) {
         int zero = amax[g] < EPS;
