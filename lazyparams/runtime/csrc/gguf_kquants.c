@@ -4,11 +4,19 @@
  * The scale searches run on G sub-blocks side by side, one per SIMD lane (`x[i][g]` is value
  * i of sub-block g): every sum still adds its terms one after another as ggml's loops do, so
  * the vectorizer may spread lanes but never reorder a sum. Bit-identity also needs each product
- * rounded on its own: the extension is built with -ffp-contract=off (no fused multiply-add).
+ * rounded on its own: no fused multiply-add (the pragma below, and -ffp-contract=off).
  * An infinity or NaN in the input is reported instead of quantized. */
 #include "native.h"
 
 #include <math.h>
+
+/* No fused multiply-add here whatever the build flags say (the x86-64-v4 and ARM builds have
+ * FMA, and GCC contracts a * b + c by default): ggml's reference rounds every product. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 #define QK 256
 #define G 16          /* sub-blocks searched together */
