@@ -1,69 +1,8 @@
-/* ggml's K-quants (q2_K to q6_K, no importance matrix) from float32, and back: the loops of
- * `runtime/gguf_kquants.py`, bit-identical to ggml's reference quantizers and dequantizers.
- *
- * The scale searches run on G sub-blocks side by side, one per SIMD lane (`x[i][g]` is value
- * i of sub-block g): every sum still adds its terms one after another as ggml's loops do, so
- * the vectorizer may spread lanes but never reorder a sum. Bit-identity also needs each product
- * rounded on its own: no fused multiply-add (the pragma below, and -ffp-contract=off).
- * An infinity or NaN in the input is reported instead of quantized. */
-#include "native.h"
-
-#include <math.h>
-
-/* No fused multiply-add here whatever the build flags say (the x86-64-v4 and ARM builds have
- * FMA, and GCC contracts a * b + c by default): ggml's reference rounds every product. */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#define QK 256
-#define G 16          /* sub-blocks searched together */
-#define MAXN 32       /* values in the largest sub-block */
-#define EPS 1e-15f    /* sub-blocks of smaller magnitude are all zero to ggml */
-
-typedef float Cols[MAXN][G];
-
-/* ggml's nearest_int: add 1.5 * 2**23 and read the low mantissa bits (ties to even). */
-static inline int32_t round_int(float v) {
-    union { float f; int32_t i; } u;
-    u.f = v + 12582912.f;
-    return (u.i & 0x007FFFFF) - 0x00400000;
-}
-
-static inline int32_t clampi(int32_t v, int32_t lo, int32_t hi) {
-    v = v < lo ? lo : v;
-    return v > hi ? hi : v;
-}
-
-static inline float clamped(float v, int32_t lo, int32_t hi) {
-    return (float)clampi(round_int(v), lo, hi);
-}
-
-/* float32 to float16 bits, rounding to nearest even (as numpy and GGML_FP32_TO_FP16). */
-static uint16_t half_bits(float f) {
-    uint32_t b = f32_bits(f), sign = (b >> 16) & 0x8000, a = b & 0x7FFFFFFF;
-    if (a > 0x7F800000) return (uint16_t)(sign | 0x7E00);
-    if (a >= 0x477FF000) return (uint16_t)(sign | 0x7C00); /* rounds past 65504 */
-    if (a < 0x38800000) /* a float16 subnormal: 0.5 has the spacing 2**-24 */
-        return (uint16_t)(sign | (f32_bits(bits_f32(a) + 0.5f) - 0x3F000000));
-    return (uint16_t)(sign | (((a + 0xFFF + ((a >> 13) & 1)) >> 13) - 0x1C000));
-}
-
-static float half_value(const uint8_t *p) {
-    uint32_t h = (uint32_t)p[0] | ((uint32_t)p[1] << 8);
-    uint32_t sign = (h & 0x8000) << 16, e = (h >> 10) & 0x1F, m = h & 0x3FF;
-    if (e == 0) return bits_f32(sign | f32_bits((float)m * 0x1p-24f));
-    if (e == 31) return bits_f32(sign | 0x7F800000 | (m << 13));
-    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
-}
-
-static void put_half(uint8_t *p, float f) {
-    uint16_t h = half_bits(f);
-    p[0] = (uint8_t)h;
-    p[1] = (uint8_t)(h >> 8);
-}
+/* ggml's K-quants (q2_K to q6_K, no importance matrix) from float32, and back: the Python
+ * functions behind `runtime/gguf_kquants.py`, and each type's super-block built from the
+ * searches of gguf_ksearch.c as ggml's reference quantizers build it, byte for byte. An
+ * infinity or NaN in the input is reported instead of quantized. */
+#include "gguf_kquants.h"
 
 /* G sub-blocks of `n` values from `x` (`valid` values there; zeros past them) as columns. */
 static void gather(const float *x, Py_ssize_t valid, int n, Cols c) {
@@ -72,201 +11,6 @@ static void gather(const float *x, Py_ssize_t valid, int n, Cols c) {
             Py_ssize_t at = (Py_ssize_t)g * n + i;
             c[i][g] = at < valid ? x[at] : 0.f;
         }
-}
-
-/* Searches ------------------------------------------------------------------------------- */
-
-/* L[i][g] = trial[i][g] in the columns where take[g] is not 0. */
-static inline void select_columns(int n, const float *take, const Cols trial, Cols L) {
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            float t = trial[i][g], l = L[i][g];
-            L[i][g] = take[g] != 0 ? t : l;
-        }
-}
-
-/* sum of w * |scale * L + low - x| (squared unless `mad`), in ggml's order. */
-LP_CLONES static void weighted_error(int n, const Cols x, const Cols w, const Cols L,
-                                     const float *scale, const float *low, int mad, float *err) {
-    for (int g = 0; g < G; g++) err[g] = 0.f;
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            float diff = scale[g] * L[i][g] + low[g] - x[i][g];
-            err[g] += w[i][g] * (mad ? fabsf(diff) : diff * diff);
-        }
-}
-
-/* ggml's make_qkx2_quants on each column: codes in [0, nmax] with x ~ scale * L - min. */
-LP_CLONES static void fit_min_scale(int n, int nmax, const Cols x, const Cols w, float rmin,
-                                    float rdelta, int nstep, int mad, Cols L, float *scale,
-                                    float *mins) {
-    float low[G], high[G], start[G], sw[G], sx[G], best[G], is[G], cur[G];
-    float sl[G], sl2[G], sxl[G], ts[G], tm[G], det[G];
-    Cols trial;
-    for (int g = 0; g < G; g++) {
-        low[g] = high[g] = x[0][g];
-        sw[g] = w[0][g];
-        sx[g] = sw[g] * x[0][g];
-    }
-    for (int i = 1; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            float v = x[i][g];
-            low[g] = v < low[g] ? v : low[g];
-            high[g] = v > high[g] ? v : high[g];
-            sw[g] += w[i][g];
-            sx[g] += w[i][g] * v;
-        }
-    for (int g = 0; g < G; g++) {
-        low[g] = start[g] = low[g] > 0 ? 0.f : low[g];
-        is[g] = (float)nmax / (high[g] - low[g]);
-        scale[g] = 1.f / is[g];
-    }
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) L[i][g] = clamped(is[g] * (x[i][g] - low[g]), 0, nmax);
-    weighted_error(n, x, w, L, scale, low, mad, best);
-    for (int step = 0; step <= nstep; step++) {
-        float top = rmin + rdelta * (float)step + (float)nmax;
-        for (int g = 0; g < G; g++) {
-            is[g] = top / (high[g] - low[g]); /* from the min of the best fit so far */
-            sl[g] = sl2[g] = sxl[g] = 0.f;
-        }
-        for (int i = 0; i < n; i++)
-            for (int g = 0; g < G; g++) {
-                float t = clamped(is[g] * (x[i][g] - low[g]), 0, nmax), wl = w[i][g] * t;
-                trial[i][g] = t;
-                sl[g] += wl;
-                sl2[g] += wl * t;
-                sxl[g] += wl * x[i][g];
-            }
-        for (int g = 0; g < G; g++) {
-            det[g] = sw[g] * sl2[g] - sl[g] * sl[g];
-            ts[g] = (sw[g] * sxl[g] - sx[g] * sl[g]) / det[g];
-            tm[g] = (sl2[g] * sx[g] - sl[g] * sxl[g]) / det[g];
-            int clamp_min = tm[g] > 0;
-            ts[g] = clamp_min ? sxl[g] / sl2[g] : ts[g];
-            tm[g] = clamp_min ? 0.f : tm[g];
-        }
-        weighted_error(n, x, w, trial, ts, tm, mad, cur);
-        for (int g = 0; g < G; g++) {
-            int better = (det[g] > 0) & (cur[g] < best[g]);
-            best[g] = better ? cur[g] : best[g];
-            scale[g] = better ? ts[g] : scale[g];
-            low[g] = better ? tm[g] : low[g];
-            cur[g] = (float)better;
-        }
-        select_columns(n, cur, trial, L);
-    }
-    for (int g = 0; g < G; g++) {
-        int flat = high[g] == start[g];
-        scale[g] = flat ? 0.f : scale[g];
-        mins[g] = -(flat ? start[g] : low[g]);
-        for (int i = 0; i < n; i++) L[i][g] = flat ? 0.f : L[i][g];
-    }
-}
-
-/* The value of largest magnitude in each column (the first of equals) and that magnitude. */
-static void column_max_abs(int n, const Cols x, float *big, float *amax) {
-    for (int g = 0; g < G; g++) big[g] = amax[g] = 0.f;
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            float a = fabsf(x[i][g]);
-            int more = a > amax[g];
-            amax[g] = more ? a : amax[g];
-            big[g] = more ? x[i][g] : big[g];
-        }
-}
-
-/* Codes (offset by nmax) at iscale and the sums of w*x*l and w*l*l. */
-static inline void symmetric_sums(int n, int nmax, const Cols x, const Cols w, const Cols wx,
-                                  const float *is, Cols out, float *slx, float *sl2) {
-    for (int g = 0; g < G; g++) slx[g] = sl2[g] = 0.f;
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            float l = clamped(is[g] * x[i][g], -nmax, nmax - 1);
-            out[i][g] = l + (float)nmax;
-            slx[g] += wx[i][g] * l;
-            sl2[g] += w[i][g] * l * l;
-        }
-}
-
-/* ggml's make_qx_quants (rmse_type 1, no weights) on each column of 16. */
-LP_CLONES static void fit_symmetric(int nmax, const Cols x, Cols L, float *scale) {
-    const int n = 16;
-    float big[G], amax[G], is[G], slx[G], sl2[G], best[G];
-    Cols w, wx, trial;
-    column_max_abs(n, x, big, amax);
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            w[i][g] = x[i][g] * x[i][g];
-            wx[i][g] = w[i][g] * x[i][g];
-        }
-    for (int g = 0; g < G; g++) is[g] = (float)(-nmax) / big[g];
-    symmetric_sums(n, nmax, x, w, wx, is, L, slx, sl2);
-    for (int g = 0; g < G; g++) {
-        scale[g] = sl2[g] != 0 ? slx[g] / sl2[g] : 0.f;
-        best[g] = scale[g] * slx[g];
-    }
-    for (int step = -9; step <= 9; step++) {
-        if (step == 0) continue;
-        float top = -((float)nmax + 0.1f * (float)step);
-        for (int g = 0; g < G; g++) is[g] = top / big[g];
-        symmetric_sums(n, nmax, x, w, wx, is, trial, slx, sl2);
-        for (int g = 0; g < G; g++) {
-            int take = (sl2[g] > 0) & (slx[g] * slx[g] > best[g] * sl2[g]);
-            scale[g] = take ? slx[g] / sl2[g] : scale[g];
-            best[g] = take ? scale[g] * slx[g] : best[g];
-            is[g] = (float)take;
-        }
-        select_columns(n, is, trial, L);
-    }
-    for (int g = 0; g < G; g++) {
-        int zero = amax[g] < EPS;
-        scale[g] = zero ? 0.f : scale[g];
-        for (int i = 0; i < n; i++) L[i][g] = zero ? 0.f : L[i][g];
-    }
-}
-
-/* ggml's make_q3_quants with do_rmse on each column of 16: codes in [0, 8). */
-LP_CLONES static void fit_q3(const Cols x, Cols L, float *scale) {
-    const int n = 16;
-    float big[G], amax[G], is[G], slx[G], sl2[G];
-    Cols w, wx;
-    column_max_abs(n, x, big, amax);
-    for (int g = 0; g < G; g++) {
-        is[g] = -4.f / big[g];
-        slx[g] = sl2[g] = 0.f;
-    }
-    for (int i = 0; i < n; i++)
-        for (int g = 0; g < G; g++) {
-            w[i][g] = x[i][g] * x[i][g];
-            wx[i][g] = w[i][g] * x[i][g];
-            float l = clamped(is[g] * x[i][g], -4, 3);
-            L[i][g] = l;
-            slx[g] += wx[i][g] * l;
-            sl2[g] += w[i][g] * l * l;
-        }
-    for (int pass = 0; pass < 5; pass++) {
-        int changed[G] = {0}; /* a pass without a change would repeat itself */
-        for (int i = 0; i < n; i++)
-            for (int g = 0; g < G; g++) {
-                float li = L[i][g], a = slx[g] - wx[i][g] * li, b = sl2[g] - w[i][g] * li * li;
-                float nl = clamped(x[i][g] * b / a, -4, 3);
-                float na = a + wx[i][g] * nl, nb = b + w[i][g] * nl * nl;
-                int take = (a > 0) & (nl != li) & (nb > 0) & (na * na * sl2[g] > slx[g] * slx[g] * nb);
-                L[i][g] = take ? nl : li;
-                slx[g] = take ? na : slx[g];
-                sl2[g] = take ? nb : sl2[g];
-                changed[g] |= take;
-            }
-        int any = 0;
-        for (int g = 0; g < G; g++) any |= changed[g];
-        if (!any) break;
-    }
-    for (int g = 0; g < G; g++) {
-        int zero = amax[g] < EPS;
-        scale[g] = zero || !(sl2[g] > 0) ? 0.f : slx[g] / sl2[g];
-        for (int i = 0; i < n; i++) L[i][g] = zero ? 0.f : L[i][g] + 4.f;
-    }
 }
 
 /* Blocks --------------------------------------------------------------------------------- */
@@ -434,9 +178,6 @@ static int all_finite(const float *x, Py_ssize_t n) {
     return worst != 0x7F800000;
 }
 
-typedef enum { K2, K3, K4, K5, K6 } Kind;
-static const int TYPE_SIZE[] = {84, 110, 144, 176, 210};
-
 /* Quantizes `nb` super-blocks; returns 0, or 1 when one holds an infinity or NaN. */
 static int quantize_blocks(Kind kind, const float *x, Py_ssize_t nb, uint8_t *y) {
     Cols cols, w, L;
@@ -447,12 +188,12 @@ static int quantize_blocks(Kind kind, const float *x, Py_ssize_t nb, uint8_t *y)
         const float *xb = x + QK * b;
         if (!all_finite(xb, (Py_ssize_t)QK * here)) return 1;
         gather(xb, (Py_ssize_t)QK * here, n, cols);
-        if (kind == K3) fit_q3(cols, L, scale);
-        if (kind == K6) fit_symmetric(32, cols, L, scale);
+        if (kind == K3) lp_k_fit_q3(cols, L, scale);
+        if (kind == K6) lp_k_fit_symmetric(32, cols, L, scale);
         if (kind == K2) {
             for (int i = 0; i < n; i++)
                 for (int g = 0; g < G; g++) w[i][g] = fabsf(cols[i][g]);
-            fit_min_scale(n, 3, cols, w, -0.5f, 0.1f, 15, 1, L, scale, mins);
+            lp_k_fit_min_scale(n, 3, cols, w, -0.5f, 0.1f, 15, 1, L, scale, mins);
         }
         if (kind == K4 || kind == K5) {
             float rms[G];
@@ -462,15 +203,15 @@ static int quantize_blocks(Kind kind, const float *x, Py_ssize_t nb, uint8_t *y)
             for (int g = 0; g < G; g++) rms[g] = sqrtf(rms[g] / 32.f);
             for (int i = 0; i < n; i++)
                 for (int g = 0; g < G; g++) w[i][g] = rms[g] + fabsf(cols[i][g]);
-            if (kind == K4) fit_min_scale(n, 15, cols, w, -1.f, 0.1f, 20, 0, L, scale, mins);
-            else fit_min_scale(n, 31, cols, w, -0.5f, 0.1f, 15, 0, L, scale, mins);
+            if (kind == K4) lp_k_fit_min_scale(n, 15, cols, w, -1.f, 0.1f, 20, 0, L, scale, mins);
+            else lp_k_fit_min_scale(n, 31, cols, w, -0.5f, 0.1f, 15, 0, L, scale, mins);
         }
         for (int k = 0; k < here; k++) {
             Cols part;
             for (int i = 0; i < n; i++)
                 for (int g = 0; g < G / per; g++) part[i][g] = L[i][g + k * G / per];
             const float *xk = xb + QK * k, *sk = scale + k * G / per, *mk = mins + k * G / per;
-            uint8_t *yk = y + (b + k) * TYPE_SIZE[kind];
+            uint8_t *yk = y + (b + k) * type_size(kind);
             if (kind == K2) finish_q2(xk, part, sk, mk, yk);
             if (kind == K3) finish_q3(xk, part, sk, yk);
             if (kind == K4) finish_q4(xk, part, sk, mk, yk);
@@ -479,97 +220,6 @@ static int quantize_blocks(Kind kind, const float *x, Py_ssize_t nb, uint8_t *y)
         }
     }
     return 0;
-}
-
-/* Dequantization ------------------------------------------------------------------------- */
-
-/* (d * sc) * q - (dmin * m) over the `n` codes of one sub-block (ggml's order). */
-static inline void min_scaled(float d, float dmin, int sc, int m, const int8_t *q, int n,
-                              float *out) {
-    float dl = d * (float)sc, ml = dmin * (float)m;
-    for (int l = 0; l < n; l++) out[l] = dl * (float)q[l] - ml;
-}
-
-static void k4_levels(const uint8_t *s, int j, int *sc, int *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
-/* The 2-bit codes of `pack2`'s layout, back in order. */
-static inline void unpack2(const uint8_t *qs, int8_t *q) {
-    for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++)
-            for (int l = 0; l < 32; l++) q[128 * h + 32 * s + l] = (int8_t)((qs[32 * h + l] >> (2 * s)) & 3);
-}
-
-LP_CLONES static void dequantize_q2(const uint8_t *y, float *out) {
-    int8_t q[QK];
-    unpack2(y + 16, q);
-    float d = half_value(y + 80), dmin = half_value(y + 82);
-    for (int j = 0; j < 16; j++) min_scaled(d, dmin, y[j] & 0xF, y[j] >> 4, q + 16 * j, 16, out + 16 * j);
-}
-
-LP_CLONES static void dequantize_q3(const uint8_t *y, float *out) {
-    int8_t q[QK];
-    const uint8_t *s = y + 96;
-    unpack2(y + 32, q);
-    for (int b = 0; b < 8; b++)
-        for (int l = 0; l < 32; l++) q[32 * b + l] = (int8_t)(q[32 * b + l] - ((y[l] >> b) & 1 ? 0 : 4));
-    float d = half_value(y + 108);
-    for (int j = 0; j < 16; j++) {
-        int lv = (j < 8 ? s[j] & 0xF : s[j - 8] >> 4) | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
-        min_scaled(d, 0.f, lv - 32, 0, q + 16 * j, 16, out + 16 * j);
-    }
-}
-
-LP_CLONES static void dequantize_q45(const uint8_t *y, float *out, int five) {
-    int8_t q[QK];
-    const uint8_t *qs = y + (five ? 48 : 16), *qh = y + 16;
-    for (int c = 0; c < 4; c++)
-        for (int l = 0; l < 32; l++) {
-            int lo = qs[32 * c + l] & 0xF, hi = qs[32 * c + l] >> 4;
-            if (five) lo += ((qh[l] >> (2 * c)) & 1) << 4, hi += ((qh[l] >> (2 * c + 1)) & 1) << 4;
-            q[64 * c + l] = (int8_t)lo;
-            q[64 * c + 32 + l] = (int8_t)hi;
-        }
-    float d = half_value(y), dmin = half_value(y + 2);
-    for (int j = 0; j < 8; j++) {
-        int sc, m;
-        k4_levels(y + 4, j, &sc, &m);
-        min_scaled(d, dmin, sc, m, q + 32 * j, 32, out + 32 * j);
-    }
-}
-
-LP_CLONES static void dequantize_q6(const uint8_t *y, float *out) {
-    int8_t q[QK];
-    for (int h = 0; h < 2; h++)
-        for (int l = 0; l < 32; l++) {
-            const uint8_t *ql = y + 64 * h + l;
-            int qh = y[128 + 32 * h + l];
-            int8_t *o = q + 128 * h + l;
-            o[0] = (int8_t)(((ql[0] & 0xF) | ((qh & 3) << 4)) - 32);
-            o[32] = (int8_t)(((ql[32] & 0xF) | (((qh >> 2) & 3) << 4)) - 32);
-            o[64] = (int8_t)(((ql[0] >> 4) | (((qh >> 4) & 3) << 4)) - 32);
-            o[96] = (int8_t)(((ql[32] >> 4) | (((qh >> 6) & 3) << 4)) - 32);
-        }
-    float d = half_value(y + 208);
-    const int8_t *sc = (const int8_t *)(y + 192);
-    for (int j = 0; j < 16; j++) {
-        float dl = d * (float)sc[j];
-        for (int l = 0; l < 16; l++) out[16 * j + l] = dl * (float)q[16 * j + l];
-    }
-}
-
-static void dequantize_block(Kind kind, const uint8_t *y, float *out) {
-    if (kind == K2) dequantize_q2(y, out);
-    if (kind == K3) dequantize_q3(y, out);
-    if (kind == K4 || kind == K5) dequantize_q45(y, out, kind == K5);
-    if (kind == K6) dequantize_q6(y, out);
 }
 
 /* Python functions ----------------------------------------------------------------------- */
@@ -595,7 +245,7 @@ static Py_ssize_t get_pair(PyObject *fo, PyObject *qo, int quantizing, Kind kind
     if (PyObject_GetBuffer(qo, &b[1].view, qflags) < 0) return -1;
     b[1].held = 1;
     Py_ssize_t nb = b[0].view.len / (4 * QK);
-    if (b[0].view.len % (4 * QK) || b[1].view.len != nb * TYPE_SIZE[kind]) {
+    if (b[0].view.len % (4 * QK) || b[1].view.len != nb * type_size(kind)) {
         PyErr_SetString(PyExc_ValueError, "expected float32 super-blocks and their blocks");
         return -1;
     }
@@ -641,7 +291,7 @@ PyObject *lp_dequantize_gguf_k(PyObject *self, PyObject *args) {
         const uint8_t *q = b[1].view.buf;
         float *out = b[0].view.buf;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < nb; i++) dequantize_block(kind, q + i * TYPE_SIZE[kind], out + QK * i);
+        lp_k_dequantize(kind, q, nb, out);
         Py_END_ALLOW_THREADS
     }
     lp_release(b, 2);
