@@ -9,9 +9,13 @@ weight-like rows. Tests needing the oracle are skipped with a message where it c
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import functools
 import importlib.util
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -217,3 +221,31 @@ def test_rows_are_independent(kind: str) -> None:
     whole = gguf_kquants.QUANTIZE[kind](x)
     parts = np.concatenate([gguf_kquants.QUANTIZE[kind](x[i : i + 1]) for i in range(6)])
     assert np.array_equal(whole, parts)
+
+
+@pytest.mark.parametrize("kind", ["q4_k", "q6_k"])
+def test_threads_quantize_in_parallel(kind: str) -> None:
+    """The loops release the GIL: threads quantizing separate arrays get each array's bytes."""
+    rng = np.random.default_rng(9)
+    arrays = [rng.standard_normal((8, 1024)).astype(np.float32) for _ in range(4)]
+    serial = [gguf_kquants.QUANTIZE[kind](x) for x in arrays]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        parallel = list(pool.map(gguf_kquants.QUANTIZE[kind], arrays))
+    assert all(np.array_equal(a, b) for a, b in zip(serial, parallel, strict=True))
+
+
+def test_native_off_by_environment() -> None:
+    """LAZYPARAMS_NATIVE=0 leaves the K-quants to numpy (the wrapper declines), same bytes."""
+    code = (
+        "import numpy as np\n"
+        "from lazyparams.runtime import gguf_kquants, native\n"
+        "x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)\n"
+        "out = np.empty((2, 144), np.uint8)\n"
+        "assert native.quantize_gguf_k('q4_k', x, out) is None\n"
+        "print(gguf_kquants.QUANTIZE['q4_k'](x).tobytes().hex())\n"
+    )
+    env = {**os.environ, "LAZYPARAMS_NATIVE": "0", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)
+    assert run.stdout.strip() == gguf_kquants.QUANTIZE["q4_k"](x).tobytes().hex()
