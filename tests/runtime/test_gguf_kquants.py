@@ -244,7 +244,11 @@ def test_native_off_by_environment() -> None:
         "assert native.quantize_gguf_k('q4_k', x, out) is None\n"
         "print(gguf_kquants.QUANTIZE['q4_k'](x).tobytes().hex())\n"
     )
-    env = {**os.environ, "LAZYPARAMS_NATIVE": "0", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {
+        **os.environ,
+        "LAZYPARAMS_NATIVE": "0",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)
