@@ -103,6 +103,19 @@ def _adversarial(rng: np.random.Generator) -> Iterator[np.ndarray[Any, Any]]:
     yield np.where(normal > 0, 1.0, -1.0).astype(np.float32)
 
 
+def _mixed(rng: np.random.Generator, blocks: int) -> np.ndarray[Any, Any]:
+    """Super-blocks at scales from 1e-40 to 1e38, each normal, on a grid of ties, one-signed,
+    of few levels or sparse."""
+    scale = 10.0 ** rng.uniform(-40, 38, (blocks, 1))
+    style = rng.integers(0, 5, (blocks, 1))
+    base = rng.standard_normal((blocks, 256))
+    base = np.where(style == 1, np.round(base * 4) / 4, base)
+    base = np.where(style == 2, np.abs(base), base)
+    base = np.where(style == 3, rng.integers(-3, 4, (blocks, 256)), base)
+    base = np.where((style == 4) & (rng.random((blocks, 256)) < 0.2), 0, base)
+    return np.clip(base * scale, -3.4e38, 3.4e38).astype(np.float32)
+
+
 def inputs() -> Iterator[tuple[str, np.ndarray[Any, Any]]]:
     """(name, float32 rows) cases for the bit-identity tests."""
     rng = np.random.default_rng(13)
@@ -110,6 +123,7 @@ def inputs() -> Iterator[tuple[str, np.ndarray[Any, Any]]]:
         yield f"normal*{scale:g}", (rng.standard_normal((16, 512)) * scale).astype(np.float32)
     blocks = list(_adversarial(rng))
     yield "adversarial", np.stack(blocks).astype(np.float32).reshape(len(blocks), 256)
+    yield "mixed", _mixed(rng, 300).reshape(100, 768)
     yield "odd block count", rng.standard_normal((3, 768)).astype(np.float32)
     weights = rng.standard_t(4, (64, 1024)) * 0.02 * np.exp(rng.normal(0, 0.5, (64, 1)))
     weights[:, rng.integers(1024, size=4)] *= 20  # outlier columns, as in real projections
