@@ -348,13 +348,10 @@ def _quantizer(kind: str) -> Callable[[Array], Array]:
     def quantize(x: Array) -> Array:
         blocks = _check_floats(x, kind)
         out = np.empty((x.shape[0], x.shape[1] // QK * TYPE_SIZE[kind]), np.uint8)
-        done = native.quantize_gguf_k(kind, x, out)
-        if done is None:
+        if blocks and not native.quantize_gguf_k(kind, x, out):
             _refuse_nonfinite(x, kind)
             with np.errstate(all="ignore"):
                 out.reshape(blocks, -1)[...] = _NUMPY_QUANTIZE[kind](x.reshape(blocks, QK))
-        elif not done:
-            _refuse_nonfinite(x, kind)
         return out
 
     quantize.__doc__ = (
@@ -378,7 +375,7 @@ def _dequantizer(kind: str) -> Callable[[Array, int], Array]:
             )
         q = np.ascontiguousarray(q)
         out = np.empty((q.shape[0], n), F32)
-        if not native.dequantize_gguf_k(kind, q, out):
+        if out.size and not native.dequantize_gguf_k(kind, q, out):
             with np.errstate(all="ignore"):  # stored scales may be infinities or NaNs
                 blocks = q.reshape(-1, size)
                 out.reshape(-1, QK)[...] = _NUMPY_DEQUANTIZE[kind](blocks).reshape(-1, QK)

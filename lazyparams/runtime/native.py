@@ -212,14 +212,14 @@ def _module() -> Any:
 # GGUF K-quants -------------------------------------------------------------------------------
 
 
-def quantize_gguf_k(kind: str, x: Array, out: Array) -> bool | None:
+def quantize_gguf_k(kind: str, x: Array, out: Array) -> bool:
     """ggml's `kind` K-quant blocks of the float32 rows `x` into the uint8 rows `out`: True
-    when written, False (out unspecified) when x holds an infinity or NaN, None when the
-    extension is off or does not have the loop (the caller takes its numpy path)."""
+    when written; False (out unspecified) when x holds an infinity or NaN, or the arrays are
+    not ones the loop takes (the caller takes its numpy path, which refuses non-finite x)."""
     if not enabled() or not hasattr(_module(), "quantize_gguf_k"):
-        return None
+        return False
     if not (_flat_ok(x, F32) and _flat_ok(out, np.dtype(np.uint8))) or np.may_share_memory(x, out):
-        return None
+        return False
     done: bool = _module().quantize_gguf_k(kind, x, out)
     return done
 

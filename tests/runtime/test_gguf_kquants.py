@@ -163,9 +163,9 @@ def test_compiled_loops_run(kind: str) -> None:
     bad = x.copy()
     bad[3, 5] = np.inf
     assert native.quantize_gguf_k(kind, bad, out) is False
-    assert native.quantize_gguf_k(kind, x[:, ::2], out[:, ::2]) is None
+    assert native.quantize_gguf_k(kind, x[:, ::2], out[:, ::2]) is False
     with native.use_native(False):
-        assert native.quantize_gguf_k(kind, x, out) is None
+        assert native.quantize_gguf_k(kind, x, out) is False
 
 
 @pytest.mark.parametrize("on", PATHS)
@@ -228,6 +228,17 @@ def test_bad_shapes_are_refused(kind: str) -> None:
         gguf_kquants.DEQUANTIZE[kind](np.zeros((2, 7), np.uint8), 256)
 
 
+@pytest.mark.parametrize("on", PATHS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_empty_inputs(kind: str, on: bool) -> None:
+    """No rows, or rows of no values, give empty results of the right shapes."""
+    size = gguf_kquants.TYPE_SIZE[kind]
+    with native.use_native(on):
+        assert gguf_kquants.QUANTIZE[kind](np.zeros((0, 512), np.float32)).shape == (0, 2 * size)
+        assert gguf_kquants.QUANTIZE[kind](np.zeros((3, 0), np.float32)).shape == (3, 0)
+        assert gguf_kquants.DEQUANTIZE[kind](np.zeros((0, size), np.uint8), 256).shape == (0, 256)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_rows_are_independent(kind: str) -> None:
     """Quantizing rows one at a time gives the bytes of quantizing them together (chunking)."""
@@ -255,7 +266,7 @@ def test_native_off_by_environment() -> None:
         "from lazyparams.runtime import gguf_kquants, native\n"
         "x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)\n"
         "out = np.empty((2, 144), np.uint8)\n"
-        "assert native.quantize_gguf_k('q4_k', x, out) is None\n"
+        "assert native.quantize_gguf_k('q4_k', x, out) is False\n"
         "print(gguf_kquants.QUANTIZE['q4_k'](x).tobytes().hex())\n"
     )
     env = {
