@@ -250,3 +250,34 @@ def dequantize_legacy(type_name: str, q: Array, out: Array) -> bool:
 
 def _flat_layout(x: Array) -> bool:
     return bool(x.flags.c_contiguous and x.flags.aligned)
+
+
+# GGUF K-quants -------------------------------------------------------------------------------
+
+
+def quantize_gguf_k(kind: str, x: Array, out: Array) -> bool:
+    """ggml's `kind` K-quant blocks of the float32 rows `x` into the uint8 rows `out`: True
+    when written; False (out unspecified) when x holds an infinity or NaN, or the arrays are
+    not ones the loop takes (the caller takes its numpy path, which refuses non-finite x)."""
+    if not enabled() or not hasattr(_module(), "quantize_gguf_k"):
+        return False
+    if not (_flat_ok(x, F32) and _flat_ok(out, np.dtype(np.uint8))) or np.may_share_memory(x, out):
+        return False
+    done: bool = _module().quantize_gguf_k(kind, x, out)
+    return done
+
+
+def dequantize_gguf_k(kind: str, q: Array, out: Array) -> bool:
+    """float32 values of ggml's `kind` K-quant blocks `q` into `out`; False when the caller
+    must take its numpy path."""
+    if not enabled() or not hasattr(_module(), "dequantize_gguf_k"):
+        return False
+    if not (_flat_ok(q, np.dtype(np.uint8)) and _flat_ok(out, F32)) or np.may_share_memory(q, out):
+        return False
+    _module().dequantize_gguf_k(kind, q, out)
+    return True
+
+
+def _flat_ok(a: Array, dtype: np.dtype[Any]) -> bool:
+    """A C-contiguous aligned 2-D array of `dtype` (writable is checked by the buffer protocol)."""
+    return a.dtype == dtype and a.ndim == 2 and a.flags.c_contiguous and a.flags.aligned

@@ -76,6 +76,8 @@ static PyMethodDef methods[] = {
     {"quantize_int4", lp_quantize_int4, METH_VARARGS, lp_quantize_int4_doc},
     {"quantize_legacy", lp_quantize_legacy, METH_VARARGS, lp_quantize_legacy_doc},
     {"dequantize_legacy", lp_dequantize_legacy, METH_VARARGS, lp_dequantize_legacy_doc},
+    {"quantize_gguf_k", lp_quantize_gguf_k, METH_VARARGS, lp_quantize_gguf_k_doc},
+    {"dequantize_gguf_k", lp_dequantize_gguf_k, METH_VARARGS, lp_dequantize_gguf_k_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -86,11 +86,14 @@ PyObject *lp_cast(PyObject *self, PyObject *args);
 PyObject *lp_lookup(PyObject *self, PyObject *args);
 PyObject *lp_quantize_int8(PyObject *self, PyObject *args);
 PyObject *lp_quantize_int4(PyObject *self, PyObject *args);
+PyObject *lp_quantize_gguf_k(PyObject *self, PyObject *args);
+PyObject *lp_dequantize_gguf_k(PyObject *self, PyObject *args);
 extern const char lp_transpose2d_doc[], lp_cast_doc[], lp_lookup_doc[];
 extern const char lp_quantize_int8_doc[], lp_quantize_int4_doc[];
 PyObject *lp_quantize_legacy(PyObject *self, PyObject *args); /* gguf_legacy.c */
 PyObject *lp_dequantize_legacy(PyObject *self, PyObject *args);
 extern const char lp_quantize_legacy_doc[], lp_dequantize_legacy_doc[];
+extern const char lp_quantize_gguf_k_doc[], lp_dequantize_gguf_k_doc[];
 
 /* Whether transpose2d has its blocked loops here (SSE2); without them it would be slower than
  * the numpy tiles, and the Python side declines. */
