@@ -36,9 +36,11 @@ def tokenizers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path
     }
 
 
-def _model(tmp_path: Path, kind: str, tokenizers: dict[str, tuple[Path, int]]) -> Path:
+def _model(
+    tmp_path: Path, kind: str, tokenizers: dict[str, tuple[Path, int]], **shape: Any
+) -> Path:
     source, vocab = tokenizers["bpe" if kind in BPE else "spm"]
-    folder = write_model(tmp_path / f"tiny-{kind}", kind, vocab=vocab)
+    folder = write_model(tmp_path / f"tiny-{kind}", kind, vocab=vocab, **shape)
     for file in source.iterdir():
         (folder / file.name).write_bytes(file.read_bytes())
     return folder
@@ -90,3 +92,41 @@ def test_file_has_llamacpp_metadata_and_tensors(
         want = expected[tensor.name]
         assert tuple(int(d) for d in reversed(tensor.shape.tolist())) == want.shape
         assert np.array_equal(np.asarray(tensor.data).reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("file_type", ["q8_0", "Q4_K_M", "Q5_K_S", "Q6_K", "Q4_0"])
+def test_quantized_file_equals_ggml_reference(
+    tmp_path: Path, file_type: str, tokenizers: dict[str, tuple[Path, int]]
+) -> None:
+    """Each tensor's type as llama-quantize picks it, and its bytes as ggml's reference
+    quantizer gives them for the bf16 weights widened to float32."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "runtime"))
+    from ggml_oracle import require_oracle
+
+    oracle = require_oracle()
+    # rows of 256 and 512 fill K-quant super-blocks; the 400-token embedding's rows too
+    folder = _model(tmp_path, "llama", tokenizers, hidden=256, intermediate=512)
+    exact: dict[str, Any] = {}
+    lazyparams.convert("gguf:f32", folder, exact, progress=False)
+    dst = tmp_path / "q.gguf"
+    lazyparams.convert(f"gguf:{file_type}", folder, dst, progress=False)
+    reader = gguf.GGUFReader(dst)
+    fields = _fields(reader)
+    assert (
+        fields["general.file_type"]
+        == gguf.LlamaFileType["MOSTLY_" + ("Q8_0" if file_type == "q8_0" else file_type)]
+    )
+    quantized, kinds = 0, set()
+    for tensor in reader.tensors:
+        name = tensor.tensor_type.name.lower()
+        data = np.asarray(tensor.data)
+        source = exact[tensor.name]
+        if name in ("f32", "f16", "bf16"):
+            continue
+        rows = source.reshape(-1, source.shape[-1]).astype(np.float32)
+        assert np.array_equal(data.reshape(rows.shape[0], -1), oracle.quantize(name, rows))
+        quantized += 1
+        kinds.add(name)
+    assert quantized >= 10
+    if (file_type.startswith("Q") and "_K" in file_type) or file_type == "Q6_K":
+        assert any(kind.endswith("_k") for kind in kinds), kinds
