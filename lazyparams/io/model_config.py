@@ -21,10 +21,12 @@ MAX_CONFIG_BYTES = 16 << 20
 
 @dataclass(frozen=True, slots=True)
 class ModelFolder:
-    """A checkpoint's folder and its parsed config.json (None when it has none)."""
+    """A checkpoint's folder, its parsed config.json (None when it has none) and the path the
+    checkpoint was opened from (None when it was given as an open source)."""
 
     path: Path
     config: Mapping[str, Any] | None
+    source: Path | None = None
 
     @property
     def config_path(self) -> Path:
@@ -36,7 +38,8 @@ class ModelFolder:
         """The model folder of a checkpoint path: the folder itself, or a file's folder."""
         folder = source_path if source_path.is_dir() else source_path.parent
         config_path = folder / CONFIG_NAME
-        return cls(folder, read_config(config_path) if config_path.is_file() else None)
+        config = read_config(config_path) if config_path.is_file() else None
+        return cls(folder, config, source_path)
 
     def require_config(self, what: str) -> tuple[Mapping[str, Any], Path]:
         """The config and its path; CheckpointError saying `what` needs it when absent."""

@@ -19,6 +19,7 @@ from lazyparams.errors import ConvertError
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.model_config import ModelFolder
 from lazyparams.targets.llamacpp.architectures import architecture_of
+from lazyparams.targets.llamacpp.from_gguf import Retyped, gguf_source
 from lazyparams.targets.llamacpp.hparams import (
     HIDDEN_KEYS,
     first_present,
@@ -73,8 +74,16 @@ class GGUFTarget:
         matrices = [info.dtype for info in inputs.values() if len(info.shape) >= 2]
         return Model(folder, hf_name, arch, shape, output_type(self.type_name, matrices))
 
+    def retyped(self, folder: ModelFolder, inputs: Mapping[str, Any]) -> Retyped | None:
+        """The GGUF file being re-typed, when the source is one (and not a model folder)."""
+        path = gguf_source(folder)
+        return None if path is None else Retyped.read(path, self.type_name, inputs)
+
     def transform(self, params: Mapping[str, Tensor], folder: ModelFolder) -> dict[str, Any]:
         """llama.cpp's tensors, transformed and typed, from the checkpoint's tensors."""
+        retyped = self.retyped(folder, params)
+        if retyped is not None:
+            return retyped.transform(params)
         model = self.resolve(folder, params)
         planned = plan_tensors(model.arch, list(params), model.shape)
         _check_embeddings(model, params)
@@ -91,6 +100,9 @@ class GGUFTarget:
         """Every KV pair llama.cpp's converter writes for this model, in its order."""
         from lazyparams.targets.llamacpp.tokenizer import tokenizer_metadata
 
+        retyped = self.retyped(folder, inputs)
+        if retyped is not None:
+            return retyped.metadata(outputs)
         model = self.resolve(folder, inputs)
         config, path = folder.require_config("the gguf recipe")
         shapes = [(info.name, tuple(info.shape)) for info in outputs]
@@ -103,11 +115,15 @@ class GGUFTarget:
         self, folder: ModelFolder, inputs: Mapping[str, Any], outputs: Sequence[Any]
     ) -> list[tuple[str, str]]:
         """Rows for `plan`: the architecture, the type, and each tensor group's types."""
-        model = self.resolve(folder, inputs)
-        rows = [
-            ("architecture", f"{model.hf_name} -> {model.arch.gguf_arch}"),
-            ("output type", f"{model.out.name} (general.file_type {model.out.file_type})"),
-        ]
+        retyped = self.retyped(folder, inputs)
+        if retyped is not None:
+            rows = retyped.rows()
+        else:
+            model = self.resolve(folder, inputs)
+            rows = [
+                ("architecture", f"{model.hf_name} -> {model.arch.gguf_arch}"),
+                ("output type", f"{model.out.name} (general.file_type {model.out.file_type})"),
+            ]
         groups: dict[str, Counter[str]] = {}
         for info in outputs:
             groups.setdefault(tensor_group(info.name), Counter())[info.dtype] += 1
