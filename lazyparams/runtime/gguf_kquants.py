@@ -342,6 +342,20 @@ def _refuse_nonfinite(x: Array, kind: str) -> None:
         raise RuntimeExecError(f"cannot quantize to {kind}: row {row} holds an infinity or NaN")
 
 
+CHUNK_BLOCKS = 1024
+"""Super-blocks the numpy code takes at a time: its scratch (a few dozen float32 arrays of the
+chunk's size) stays a few MiB whatever the tensor's size."""
+
+
+def _in_chunks(fn: Callable[[Array], Array], blocks: Array, out: Array) -> None:
+    """out[i] = fn(blocks[i]) per super-block, CHUNK_BLOCKS at a time. Infinities and NaNs
+    met on the way (the searches divide by zero; stored scales may be either) are no error."""
+    with np.errstate(all="ignore"):
+        for start in range(0, blocks.shape[0], CHUNK_BLOCKS):
+            stop = start + CHUNK_BLOCKS
+            out[start:stop] = fn(blocks[start:stop]).reshape(out[start:stop].shape)
+
+
 def _quantizer(kind: str) -> Callable[[Array], Array]:
     """QUANTIZE[kind]: the compiled loop where it runs, else the numpy one."""
 
@@ -350,8 +364,7 @@ def _quantizer(kind: str) -> Callable[[Array], Array]:
         out = np.empty((x.shape[0], x.shape[1] // QK * TYPE_SIZE[kind]), np.uint8)
         if blocks and not native.quantize_gguf_k(kind, x, out):
             _refuse_nonfinite(x, kind)
-            with np.errstate(all="ignore"):
-                out.reshape(blocks, -1)[...] = _NUMPY_QUANTIZE[kind](x.reshape(blocks, QK))
+            _in_chunks(_NUMPY_QUANTIZE[kind], x.reshape(blocks, QK), out.reshape(blocks, -1))
         return out
 
     quantize.__doc__ = (
@@ -376,9 +389,7 @@ def _dequantizer(kind: str) -> Callable[[Array, int], Array]:
         q = np.ascontiguousarray(q)
         out = np.empty((q.shape[0], n), F32)
         if out.size and not native.dequantize_gguf_k(kind, q, out):
-            with np.errstate(all="ignore"):  # stored scales may be infinities or NaNs
-                blocks = q.reshape(-1, size)
-                out.reshape(-1, QK)[...] = _NUMPY_DEQUANTIZE[kind](blocks).reshape(-1, QK)
+            _in_chunks(_NUMPY_DEQUANTIZE[kind], q.reshape(-1, size), out.reshape(-1, QK))
         return out
 
     dequantize.__doc__ = (

@@ -278,3 +278,16 @@ def test_native_off_by_environment() -> None:
     assert run.returncode == 0, run.stderr
     x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)
     assert run.stdout.strip() == gguf_kquants.QUANTIZE["q4_k"](x).tobytes().hex()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_numpy_path_in_chunks(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The numpy code taking a few super-blocks at a time (a chunk ending mid-row) gives the
+    bytes and floats of the whole."""
+    x = CASES[-1][1][:5]
+    with native.use_native(False):
+        whole = gguf_kquants.QUANTIZE[kind](x)
+        back = gguf_kquants.DEQUANTIZE[kind](whole, x.shape[1])
+        monkeypatch.setattr(gguf_kquants, "CHUNK_BLOCKS", 3)
+        assert np.array_equal(gguf_kquants.QUANTIZE[kind](x), whole)
+        assert np.array_equal(gguf_kquants.DEQUANTIZE[kind](whole, x.shape[1]), back)

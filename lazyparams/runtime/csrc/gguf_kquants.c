@@ -166,8 +166,8 @@ static void finish_q6(const float *x, const Cols c, const float *scale, uint8_t 
         }
 }
 
-/* Drivers: one search group (16 sub-blocks: one super-block of 16-value sub-blocks, or two
- * of 32-value ones) at a time. */
+/* Drivers: one search group of G sub-blocks (G / 16 super-blocks of 16-value sub-blocks, or
+ * G / 8 of 32-value ones) at a time. */
 
 static int all_finite(const float *x, Py_ssize_t n) {
     uint32_t worst = 0;
@@ -178,46 +178,57 @@ static int all_finite(const float *x, Py_ssize_t n) {
     return worst != 0x7F800000;
 }
 
+/* The scale search of `kind` on one group of G sub-blocks of `n` values. */
+static void search_group(Kind kind, int n, const Cols cols, Cols L, float *scale, float *mins) {
+    Cols w;
+    float rms[G];
+    if (kind == K3) lp_k_fit_q3(cols, L, scale);
+    if (kind == K6) lp_k_fit_symmetric(32, cols, L, scale);
+    if (kind == K2) {
+        for (int i = 0; i < n; i++)
+            for (int g = 0; g < G; g++) w[i][g] = fabsf(cols[i][g]);
+        lp_k_fit_min_scale(n, 3, cols, w, -0.5f, 0.1f, 15, 1, L, scale, mins);
+    }
+    if (kind == K4 || kind == K5) { /* weights: the sub-block's rms plus |x| */
+        for (int g = 0; g < G; g++) rms[g] = 0.f;
+        for (int i = 0; i < n; i++)
+            for (int g = 0; g < G; g++) rms[g] += cols[i][g] * cols[i][g];
+        for (int g = 0; g < G; g++) rms[g] = sqrtf(rms[g] / 32.f);
+        for (int i = 0; i < n; i++)
+            for (int g = 0; g < G; g++) w[i][g] = rms[g] + fabsf(cols[i][g]);
+        if (kind == K4) lp_k_fit_min_scale(n, 15, cols, w, -1.f, 0.1f, 20, 0, L, scale, mins);
+        else lp_k_fit_min_scale(n, 31, cols, w, -0.5f, 0.1f, 15, 0, L, scale, mins);
+    }
+}
+
+/* Super-block `k` of a searched group: its lanes' codes and scales, written as ggml does. */
+static void finish_block(Kind kind, int n, int k, const float *x, const Cols L,
+                         const float *scale, const float *mins, uint8_t *y) {
+    Cols part;
+    int subs = QK / n;
+    for (int i = 0; i < n; i++)
+        for (int g = 0; g < subs; g++) part[i][g] = L[i][g + k * subs];
+    const float *sk = scale + k * subs, *mk = mins + k * subs;
+    if (kind == K2) finish_q2(x, part, sk, mk, y);
+    if (kind == K3) finish_q3(x, part, sk, y);
+    if (kind == K4) finish_q4(x, part, sk, mk, y);
+    if (kind == K5) finish_q5(x, part, sk, mk, y);
+    if (kind == K6) finish_q6(x, part, sk, y);
+}
+
 /* Quantizes `nb` super-blocks; returns 0, or 1 when one holds an infinity or NaN. */
 static int quantize_blocks(Kind kind, const float *x, Py_ssize_t nb, uint8_t *y) {
-    Cols cols, w, L;
+    Cols cols, L;
     float scale[G], mins[G];
-    int per = kind == K4 || kind == K5 ? 2 : 1, n = 16 * per;
+    int n = kind == K4 || kind == K5 ? 32 : 16, per = G * n / QK; /* super-blocks per group */
     for (Py_ssize_t b = 0; b < nb; b += per) {
         int here = nb - b < per ? (int)(nb - b) : per;
         const float *xb = x + QK * b;
         if (!all_finite(xb, (Py_ssize_t)QK * here)) return 1;
         gather(xb, (Py_ssize_t)QK * here, n, cols);
-        if (kind == K3) lp_k_fit_q3(cols, L, scale);
-        if (kind == K6) lp_k_fit_symmetric(32, cols, L, scale);
-        if (kind == K2) {
-            for (int i = 0; i < n; i++)
-                for (int g = 0; g < G; g++) w[i][g] = fabsf(cols[i][g]);
-            lp_k_fit_min_scale(n, 3, cols, w, -0.5f, 0.1f, 15, 1, L, scale, mins);
-        }
-        if (kind == K4 || kind == K5) {
-            float rms[G];
-            for (int g = 0; g < G; g++) rms[g] = 0.f;
-            for (int i = 0; i < n; i++)
-                for (int g = 0; g < G; g++) rms[g] += cols[i][g] * cols[i][g];
-            for (int g = 0; g < G; g++) rms[g] = sqrtf(rms[g] / 32.f);
-            for (int i = 0; i < n; i++)
-                for (int g = 0; g < G; g++) w[i][g] = rms[g] + fabsf(cols[i][g]);
-            if (kind == K4) lp_k_fit_min_scale(n, 15, cols, w, -1.f, 0.1f, 20, 0, L, scale, mins);
-            else lp_k_fit_min_scale(n, 31, cols, w, -0.5f, 0.1f, 15, 0, L, scale, mins);
-        }
-        for (int k = 0; k < here; k++) {
-            Cols part;
-            for (int i = 0; i < n; i++)
-                for (int g = 0; g < G / per; g++) part[i][g] = L[i][g + k * G / per];
-            const float *xk = xb + QK * k, *sk = scale + k * G / per, *mk = mins + k * G / per;
-            uint8_t *yk = y + (b + k) * type_size(kind);
-            if (kind == K2) finish_q2(xk, part, sk, mk, yk);
-            if (kind == K3) finish_q3(xk, part, sk, yk);
-            if (kind == K4) finish_q4(xk, part, sk, mk, yk);
-            if (kind == K5) finish_q5(xk, part, sk, mk, yk);
-            if (kind == K6) finish_q6(xk, part, sk, yk);
-        }
+        search_group(kind, n, cols, L, scale, mins);
+        for (int k = 0; k < here; k++)
+            finish_block(kind, n, k, xb + QK * k, L, scale, mins, y + (b + k) * type_size(kind));
     }
     return 0;
 }
