@@ -45,10 +45,13 @@ def _c_byte(v: Array) -> Array:
 
 
 def _roundf(v: Array) -> Array:
-    """C's roundf: to nearest, ties away from zero (the fraction `v - trunc(v)` is exact)."""
-    whole = np.trunc(v)
-    away = np.abs(v - whole) >= _F32(0.5)
-    return np.where(away, whole + np.copysign(_F32(1), v), whole).astype(_F32)
+    """C's roundf: to nearest, ties away from zero. `rint` rounds ties to even; where that
+    went toward zero, `v - rint(v)` is exactly 0.5 with v's sign, and a step away is added."""
+    rounded = np.rint(v)
+    rest = v - rounded
+    rounded += (rest == _F32(0.5)) & (v > 0)
+    rounded -= (rest == _F32(-0.5)) & (v < 0)
+    return rounded
 
 
 def _inverse(d: Array) -> Array:

@@ -65,6 +65,8 @@ def adversarial() -> Iterator[tuple[str, Array]]:
     ties = rng.integers(-16, 16, (8, 128)).astype(F32) / F32(2)
     ties[:, ::32] = 8  # the block maximum makes the scale exactly 8 / 127, 8 / -8, ...
     yield "half steps", ties
+    few = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.0], F32)
+    yield "signed zeros and repeated extremes", rng.choice(few, size=(16, 128)).astype(F32)
 
 
 def cases() -> Iterator[tuple[str, Array]]:

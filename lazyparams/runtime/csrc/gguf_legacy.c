@@ -53,6 +53,11 @@ static inline int32_t ordered(float v) {
     return b < 0 ? (int32_t)(0x80000000u - (uint32_t)b) - 1 : b;
 }
 
+/* The inverse of `ordered`. */
+static inline float from_ordered(int32_t o) {
+    return bits_f32(o < 0 ? 0x80000000u - (uint32_t)(o + 1) : (uint32_t)o);
+}
+
 /* The first value equal to `v` (equal as floats: it keeps the sign of the first zero). */
 static inline float first_equal(const float *x, float v) {
     int j = 0;
@@ -61,7 +66,7 @@ static inline float first_equal(const float *x, float v) {
 }
 
 /* A block's minimum and maximum as ggml's strict comparisons find them: the first values
- * attaining them (which matters only for the sign of a zero). */
+ * attaining them, which differ from the extreme bits only for a zero (its sign). */
 static inline void block_min_max(const float *x, float *min, float *max) {
     int32_t lo = INT32_MAX, hi = INT32_MIN;
     for (int j = 0; j < QK; j++) {
@@ -69,13 +74,10 @@ static inline void block_min_max(const float *x, float *min, float *max) {
         lo = o < lo ? o : lo;
         hi = o > hi ? o : hi;
     }
-    int32_t at_lo = 0, at_hi = 0;
-    for (int j = 0; j < QK; j++) {
-        at_lo = ordered(x[j]) == lo ? j : at_lo;
-        at_hi = ordered(x[j]) == hi ? j : at_hi;
-    }
-    *min = first_equal(x, x[at_lo]);
-    *max = first_equal(x, x[at_hi]);
+    *min = from_ordered(lo);
+    *max = from_ordered(hi);
+    if (*min == 0.0f) *min = first_equal(x, 0.0f);
+    if (*max == 0.0f) *max = first_equal(x, 0.0f);
 }
 
 /* roundf(v) for |v| < 2**31, as an int: ties away from zero. */
