@@ -12,10 +12,10 @@ from typing import Any
 from lazyparams.errors import LazyParamsError
 from lazyparams.ir.expr import BaseFunc, Function, GlobalVar
 
-_printer: list[Callable[[IRModule], str]] = []
+_printer: list[Callable[..., str]] = []
 
 
-def set_script_printer(printer: Callable[[IRModule], str]) -> None:
+def set_script_printer(printer: Callable[..., str]) -> None:
     """Install the function `IRModule.script()` uses (the script layer does this on import)."""
     _printer[:] = [printer]
 
@@ -91,13 +91,15 @@ class IRModule:
         }
         return IRModule(functions, self.attrs)
 
-    def script(self) -> str:
-        """The module in script syntax; parsing it back gives a structurally equal module."""
+    def script(self, flavor: str = "lazyparams") -> str:
+        """The module in script syntax; parsing it back gives a structurally equal module.
+        `flavor="tvm"` spells it as TVM 0.27 does, for TVM's parser."""
         if not _printer:
             raise LazyParamsError(
                 "no script printer installed; expected lazyparams.script imported, got none"
             )
-        return _printer[0](self)
+        # a printer that knows one spelling only is called as it was installed
+        return _printer[0](self) if flavor == "lazyparams" else _printer[0](self, flavor)
 
     def __str__(self) -> str:
         return self.script()

@@ -48,6 +48,7 @@ from lazyparams.ir.struct_info import (
 )
 from lazyparams.op import SINFO_ARG_KEYWORDS
 from lazyparams.script.print_prim import Names, PrimPrinter, float_text, prim_vars, quote, walk
+from lazyparams.script.spelling import SEED, Spelling
 
 INDENT = "    "
 LIMIT = 96
@@ -122,16 +123,16 @@ def attrs_lines(call: str, attrs: Mapping[str, Any], prim: Callable[[PrimExpr], 
     return lines
 
 
-def sinfo_text(sinfo: StructInfo, dim: Callable[[PrimExpr], str]) -> str:
-    """Struct info in the script spelling; `dim` spells each dim."""
+def sinfo_text(sinfo: StructInfo, dim: Callable[[PrimExpr], str], obj: str = "R.Object") -> str:
+    """Struct info in the script spelling; `dim` spells each dim, `obj` the opaque object."""
     if isinstance(sinfo, TensorStructInfo):
         return _tensor_text(sinfo, dim)
     if isinstance(sinfo, TupleStructInfo):
         if not sinfo.fields:
             return "R.Tuple"
-        return f"R.Tuple({', '.join(sinfo_text(f, dim) for f in sinfo.fields)})"
+        return f"R.Tuple({', '.join(sinfo_text(f, dim, obj) for f in sinfo.fields)})"
     if isinstance(sinfo, ObjectStructInfo):
-        return "R.Object"
+        return obj
     if isinstance(sinfo, PrimStructInfo):
         value = "" if sinfo.value is None else f", value={dim(sinfo.value)}"
         return f"R.Prim({quote(sinfo.dtype)}{value})"
@@ -143,10 +144,10 @@ def sinfo_text(sinfo: StructInfo, dim: Callable[[PrimExpr], str]) -> str:
         params = (
             "None"
             if sinfo.params is None
-            else f"[{', '.join(sinfo_text(p, dim) for p in sinfo.params)}]"
+            else f"[{', '.join(sinfo_text(p, dim, obj) for p in sinfo.params)}]"
         )
         purity = "" if sinfo.purity else ", purity=False"
-        return f"R.Callable({params}, {sinfo_text(sinfo.ret, dim)}{purity})"
+        return f"R.Callable({params}, {sinfo_text(sinfo.ret, dim, obj)}{purity})"
     raise LazyParamsError(
         f"cannot print struct info {type(sinfo).__name__}; expected a node of ir.struct_info"
     )
@@ -189,8 +190,11 @@ def _nested(value: Any) -> str:
 class RelaxPrinter:
     """Prints one Relax function as the lines of a `def` (without module indentation)."""
 
-    def __init__(self, name: str, func: Function, module_name: str) -> None:
+    def __init__(
+        self, name: str, func: Function, module_name: str, spelling: Spelling = SEED
+    ) -> None:
         self.name, self.func, self.module_name = name, func, module_name
+        self.spelling = spelling
         self.names = Names(("R", "T", "I", "cls", module_name))
         self.prim = PrimPrinter(self.names)
         self.lines: list[str] = []
@@ -224,7 +228,7 @@ class RelaxPrinter:
 
     def sig(self, sinfo: StructInfo | None) -> str:
         """Struct info of the signature: non-constant dims as "strings"."""
-        return sinfo_text(sinfo or ObjectStructInfo(), self._sig_dim)
+        return sinfo_text(sinfo or ObjectStructInfo(), self._sig_dim, self.spelling.object)
 
     def _sig_dim(self, dim: PrimExpr) -> str:
         text = self.prim(dim)
@@ -232,7 +236,7 @@ class RelaxPrinter:
 
     def body_sinfo(self, sinfo: StructInfo | None) -> str:
         """Struct info inside the body, where symbolic dims are declared names."""
-        return sinfo_text(sinfo or ObjectStructInfo(), self.prim)
+        return sinfo_text(sinfo or ObjectStructInfo(), self.prim, self.spelling.object)
 
     def _block(self, block: BindingBlock) -> None:
         if not isinstance(block, DataflowBlock):
@@ -313,7 +317,7 @@ class RelaxPrinter:
             return "R.call_packed", [
                 quote(call.op.global_symbol),
                 *args,
-                f"sinfo_args={sinfo_tuple}",
+                f"{self.spelling.sinfo_args}={sinfo_tuple}",
             ]
         if not isinstance(call.op, Var | GlobalVar):
             raise LazyParamsError(
@@ -321,7 +325,7 @@ class RelaxPrinter:
                 "expected an op, extern, var or cls.f"
             )
         if call.sinfo_args:
-            args.append(f"sinfo_args={sinfo_tuple}")
+            args.append(f"{self.spelling.sinfo_args}={sinfo_tuple}")
         return self.expr(call.op), args
 
     def _op_parts(self, call: Call, args: list[str]) -> list[str]:
@@ -348,6 +352,7 @@ class RelaxPrinter:
     def _sinfo_keyword(self, call: Call) -> str:
         assert isinstance(call.op, Op)
         keyword = SINFO_ARG_KEYWORDS.get(call.op.name, "sinfo_args")
+        keyword = self.spelling.out_sinfo if keyword == "out_sinfo" else self.spelling.sinfo_args
         texts = [self.body_sinfo(s) for s in call.sinfo_args]
         if len(texts) == 1:
             return f"{keyword}={texts[0]}"

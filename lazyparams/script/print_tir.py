@@ -10,6 +10,7 @@ from lazyparams.errors import LazyParamsError
 from lazyparams.ir.prim import Add, IntImm, PrimExpr, PrimVar
 from lazyparams.script.print_prim import Names, PrimPrinter, prim_vars, quote, walk
 from lazyparams.script.print_relax import INDENT, attrs_lines, wrapped
+from lazyparams.script.spelling import SEED, Spelling
 from lazyparams.tir.nodes import (
     Block,
     BufferRegion,
@@ -34,8 +35,8 @@ _LOOP_SPELLING = {
 class TirPrinter:
     """Prints one PrimFunc as the lines of a `def` (without module indentation)."""
 
-    def __init__(self, name: str, func: PrimFunc) -> None:
-        self.name, self.func = name, func
+    def __init__(self, name: str, func: PrimFunc, spelling: Spelling = SEED) -> None:
+        self.name, self.func, self.spelling = name, func, spelling
         self.names = Names()
         self.prim = PrimPrinter(self.names)
         self.lines: list[str] = []
@@ -53,7 +54,8 @@ class TirPrinter:
             f"{self.names.define(b, b.name)}: {self._buffer_type(b.shape, b.dtype)}"
             for b in func.params
         ]
-        self.lines += ["@T.prim_func", *wrapped(f"def {self.name}(", params, "):", "")]
+        decorator = self.spelling.prim_func
+        self.lines += [decorator, *wrapped(f"def {self.name}(", params, "):", "")]
         self.lines += [f"{INDENT}{self.names[v]} = T.{v.dtype}()" for v in symbols]
         self.lines += [INDENT + line for line in attrs_lines("T.func_attr", func.attrs, self.prim)]
         self.stmt(func.body, 1)
@@ -131,12 +133,13 @@ class TirPrinter:
             self.stmt(stmt.else_case, depth + 1)
 
     def _block(self, block: Block, depth: int) -> None:
-        self.emit(depth, f"with T.block({quote(block.name)}):")
+        self.emit(depth, f"with {self.spelling.block}({quote(block.name)}):")
         inner = depth + 1
         for line in self._iter_vars(block.iter_vars):
             self.emit(inner, line)
-        self.emit(inner, f"T.reads({', '.join(self._region(r) for r in block.reads)})")
-        self.emit(inner, f"T.writes({', '.join(self._region(r) for r in block.writes)})")
+        for call, regions in (("T.reads", block.reads), ("T.writes", block.writes)):
+            if regions or self.spelling.empty_regions:
+                self.emit(inner, f"{call}({', '.join(self._region(r) for r in regions)})")
         if block.init is not None:
             self.emit(inner, "with T.init():")
             self.stmt(block.init, inner + 1)

@@ -12,31 +12,39 @@ from lazyparams.ir.module import IRModule
 from lazyparams.script.print_prim import Names, PrimPrinter, identifier
 from lazyparams.script.print_relax import INDENT, RelaxPrinter, attrs_lines
 from lazyparams.script.print_tir import TirPrinter
+from lazyparams.script.spelling import SEED, Spelling, spelling_of
 from lazyparams.tir.nodes import PrimFunc
 
-HEADER = "# from lazyparams.script import ir as I, relax as R, tir as T"
+HEADER = SEED.header
 MODULE_NAME = "Module"
 
 
-def function_lines(name: str, func: BaseFunc, module_name: str = MODULE_NAME) -> list[str]:
-    """The lines of one decorated `def` (unindented)."""
+def function_lines(
+    name: str, func: BaseFunc, module_name: str = MODULE_NAME, spelling: Spelling = SEED
+) -> list[str]:
+    """The lines of one decorated `def` (unindented), in `spelling`."""
     if identifier(name) != name:
         raise LazyParamsError(f"cannot print function {name!r}; expected a Python identifier")
     if isinstance(func, Function):
-        return RelaxPrinter(name, func, module_name).print()
+        return RelaxPrinter(name, func, module_name, spelling).print()
     if isinstance(func, PrimFunc):
-        return TirPrinter(name, func).print()
+        return TirPrinter(name, func, spelling).print()
     raise LazyParamsError(f"cannot print {type(func).__name__}; expected a Function or PrimFunc")
 
 
-def print_module(mod: IRModule) -> str:
-    """`mod` in script syntax; deterministic, and parsing it gives a structurally equal module."""
+def print_module(mod: IRModule, flavor: str = "lazyparams") -> str:
+    """`mod` in script syntax; deterministic, and parsing it gives a structurally equal module.
+
+    `flavor="tvm"` spells it as TVM 0.27 does (`T.sblock`, `out_ty`, `ty_args`, `R.Any`), for
+    TVM's parser; lazyparams reads both.
+    """
+    spelling = spelling_of(flavor)
     body = attrs_lines("I.module_attrs", mod.attrs, PrimPrinter(Names()))
     for name, func in mod.items():
-        body += ([""] if body else []) + function_lines(name, func)
+        body += ([""] if body else []) + function_lines(name, func, spelling=spelling)
     if all(not line or line.startswith("#") for line in body):
         body.append("pass")
-    lines = [HEADER, "", "@I.ir_module", f"class {MODULE_NAME}:"]
+    lines = [spelling.header, "", "@I.ir_module", f"class {MODULE_NAME}:"]
     lines += [INDENT + line if line else "" for line in body]
     return "\n".join(lines) + "\n"
 

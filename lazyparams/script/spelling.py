@@ -1,0 +1,58 @@
+"""The spellings the printer writes: the seed's (lazyparams' own) and TVM 0.27's.
+
+A `Spelling` names what differs between them: the header comment, the PrimFunc decorator, the
+block statement, the opaque object's struct info, the keywords of a call's struct info, and
+whether empty `T.reads()` / `T.writes()` are written. Imports only the error types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lazyparams.errors import LazyParamsError
+
+
+@dataclass(frozen=True, slots=True)
+class Spelling:
+    """One flavour of the printed script (see the module docstring)."""
+
+    header: str
+    prim_func: str
+    block: str
+    object: str
+    sinfo_args: str
+    out_sinfo: str
+    empty_regions: bool
+
+
+SEED = Spelling(
+    header="# from lazyparams.script import ir as I, relax as R, tir as T",
+    prim_func="@T.prim_func",
+    block="T.block",
+    object="R.Object",
+    sinfo_args="sinfo_args",
+    out_sinfo="out_sinfo",
+    empty_regions=True,
+)
+
+TVM = Spelling(
+    header="# from tvm.script import ir as I, relax as R, tirx as T",
+    prim_func="@T.prim_func(s_tir=True)",
+    block="T.sblock",
+    object="R.Any",
+    sinfo_args="ty_args",
+    out_sinfo="out_ty",
+    empty_regions=False,
+)
+
+FLAVORS = {"lazyparams": SEED, "tvm": TVM}
+"""`IRModule.script(flavor=...)`: the seed's spelling (the default) or TVM 0.27's."""
+
+
+def spelling_of(flavor: str) -> Spelling:
+    """The spelling a flavour name selects; an unknown name is an error naming the choices."""
+    if flavor not in FLAVORS:
+        raise LazyParamsError(
+            f"script: expected flavor {' or '.join(map(repr, FLAVORS))}, got {flavor!r}"
+        )
+    return FLAVORS[flavor]
