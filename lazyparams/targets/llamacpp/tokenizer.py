@@ -104,4 +104,7 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "llama": _llama_vocab,
     "qwen2": _qwen_vocab,
     "qwen3": _qwen_vocab,
+    # the MoE Qwens read tokenizer.json only (llama.cpp's converter tries no sentencepiece there)
+    "qwen2moe": bpe_vocab,
+    "qwen3moe": bpe_vocab,
 }

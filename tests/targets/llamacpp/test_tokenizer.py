@@ -298,7 +298,9 @@ def test_unsupported_tokenizer_kinds_list_the_supported(tmp_path: Path) -> None:
 
 
 def test_unsupported_architecture(tmp_path: Path) -> None:
-    with pytest.raises(ConvertError, match=r"'gemma'; supported: llama, qwen2, qwen3"):
+    with pytest.raises(
+        ConvertError, match=r"'gemma'; supported: llama, qwen2, qwen2moe, qwen3, qwen3moe"
+    ):
         tokenizer_metadata(tmp_path, {}, "gemma")
 
 
@@ -360,3 +362,13 @@ def test_malformed_entries_are_named(tmp_path: Path) -> None:
         ConvertError, match=r"tokenizer.json: 'model' must be a JSON object, found str"
     ):
         tokenizer_metadata(tmp_path, {}, "qwen2")
+
+
+def test_moe_qwens_read_tokenizer_json_only(tmp_path: Path) -> None:
+    folder, config = model_folder(tmp_path, "qwen2", 500)
+    dense = tokenizer_metadata(folder, config, "qwen2", pre="qwen2")
+    assert tokenizer_metadata(folder, config, "qwen2moe", pre="qwen2") == dense
+    assert tokenizer_metadata(folder, config, "qwen3moe", pre="qwen2") == dense
+    folder, config = model_folder(tmp_path, "spm", 400)
+    with pytest.raises(ConvertError, match=r"tokenizer.json: not found"):
+        tokenizer_metadata(folder, config, "qwen2moe")
