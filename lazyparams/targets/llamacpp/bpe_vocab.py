@@ -3,7 +3,7 @@
 Tokens and their types come from the `tokenizers` library (the Rust tokenizer transformers wraps),
 merges and special tokens from gguf-py's SpecialVocab, and the pre-tokenizer's name from the hash
 llama.cpp's converter computes (table in `bpe_pre`), or from the user. Imports gguf, tokenizers
-(lazily) and the package's errors.
+(lazily), the package's errors and the sibling tokenizer modules.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from lazyparams.errors import ConvertError
 from lazyparams.targets.llamacpp.bpe_pre import CHECK_TEXT, KNOWN_PRE_HASHES, KNOWN_PRE_NAMES
 from lazyparams.targets.llamacpp.spm_vocab import looks_special
 from lazyparams.targets.llamacpp.tokenizer_files import (
+    config_vocab_size,
     import_extra,
+    json_section,
     read_json,
     special_vocab,
     unsupported,
@@ -31,10 +33,11 @@ _SENTENCEPIECE_SPACE = "\u2581"
 def bpe_vocab(writer: Any, model_dir: Path, config: Mapping[str, Any], pre: str | None) -> None:
     """Record model `gpt2`, pre, tokens, types, merges and the special tokens of tokenizer.json."""
     path = model_dir / "tokenizer.json"
-    if read_json(path, required=True).get("model", {}).get("type") != "BPE":
+    read_json(path, required=True)
+    if json_section(path, "model").get("type") != "BPE":
         unsupported(model_dir, f"a {path.name} whose model is not BPE")
     tokenizer = _load_tokenizer(path)
-    tokens, types = _tokens_and_types(path, tokenizer, config)
+    tokens, types = _tokens_and_types(model_dir, tokenizer, config)
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre(resolve_pre(model_dir, pre_hash(tokenizer), pre))
     writer.add_token_list(tokens)
@@ -78,15 +81,16 @@ def resolve_pre(model_dir: Path, chkhsh: str, pre: str | None) -> str:
 
 
 def _tokens_and_types(
-    path: Path, tokenizer: Any, config: Mapping[str, Any]
+    model_dir: Path, tokenizer: Any, config: Mapping[str, Any]
 ) -> tuple[list[str], list[int]]:
     """Each id's token text and GGUF type, padded to config.json's vocab_size as llama.cpp does."""
     vocab: dict[str, int] = tokenizer.get_vocab(with_added_tokens=True)
-    vocab_size = config.get("vocab_size", len(vocab))
-    if vocab and max(vocab.values()) >= vocab_size:
+    vocab_size = config_vocab_size(model_dir, config, len(vocab))
+    top = max(vocab.values(), default=-1)
+    if top >= vocab_size:
         raise ConvertError(
-            f"{path}: token id {max(vocab.values())} is past config.json's vocab_size "
-            f"{vocab_size}; the embedding has no row for it"
+            f"{model_dir / 'tokenizer.json'}: token id {top} is past config.json's "
+            f"vocab_size {vocab_size}; the embedding has no row for it"
         )
     by_id = {token_id: text for text, token_id in vocab.items()}
     added = tokenizer.get_added_tokens_decoder()

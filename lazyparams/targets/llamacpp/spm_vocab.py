@@ -3,7 +3,7 @@
 Pieces, scores and token types come from sentencepiece itself; added tokens from
 added_tokens.json and tokenizer_config.json override them as llama.cpp's converter does, and the
 vocabulary is padded to config.json's vocab_size with `[PAD{i}]` tokens. Imports gguf,
-sentencepiece (lazily) and the package's errors.
+sentencepiece (lazily), the package's errors and the sibling tokenizer_files.
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ from typing import Any
 import gguf
 
 from lazyparams.errors import ConvertError
-from lazyparams.targets.llamacpp.tokenizer_files import import_extra, read_json, special_vocab
+from lazyparams.targets.llamacpp.tokenizer_files import (
+    config_vocab_size,
+    import_extra,
+    json_section,
+    read_json,
+    special_vocab,
+)
 
 _PAD_SCORE = -10000.0
 _ADDED_SCORE = -1000.0
@@ -33,7 +39,7 @@ def sentencepiece_vocab(
             f"'default'); --gguf-pre {pre} applies to a BPE tokenizer.json only"
         )
     processor = _load_processor(path)
-    vocab_size = _vocab_size(path, processor, config)
+    vocab_size = _vocab_size(model_dir, processor, config)
     tokens, scores, types = _base_pieces(processor, vocab_size)
     _apply_added_tokens_json(model_dir, tokens, scores, types)
     _apply_added_tokens_decoder(model_dir, tokens, scores, types)
@@ -56,16 +62,14 @@ def _load_processor(path: Path) -> Any:
     return processor
 
 
-def _vocab_size(path: Path, processor: Any, config: Mapping[str, Any]) -> int:
+def _vocab_size(model_dir: Path, processor: Any, config: Mapping[str, Any]) -> int:
     """config.json's vocab_size (the tokenizer's own when absent); never below the tokenizer's."""
     pieces = int(processor.vocab_size())
-    vocab_size = config.get("vocab_size") or pieces
-    if not isinstance(vocab_size, int):
-        raise ConvertError(f"config.json: vocab_size must be an integer, found {vocab_size!r}")
+    vocab_size = config_vocab_size(model_dir, config, pieces)
     if vocab_size < pieces:
         raise ConvertError(
-            f"{path}: {pieces} pieces, more than config.json's vocab_size {vocab_size}; "
-            "the embedding has no row for the rest"
+            f"{model_dir / 'tokenizer.model'}: {pieces} pieces, more than config.json's "
+            f"vocab_size {vocab_size}; the embedding has no row for the rest"
         )
     return vocab_size
 
@@ -116,7 +120,7 @@ def _apply_added_tokens_decoder(
 ) -> None:
     """tokenizer_config.json's added_tokens_decoder: control when special, else user-defined."""
     path = model_dir / "tokenizer_config.json"
-    decoder = read_json(path).get("added_tokens_decoder", {})
+    decoder = json_section(path, "added_tokens_decoder")
     for key, entry in decoder.items():
         token_id, content = _decoder_entry(path, key, entry)
         if token_id >= len(tokens):

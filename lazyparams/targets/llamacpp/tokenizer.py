@@ -2,8 +2,8 @@
 
 Sentencepiece (`tokenizer.model`) and byte-level BPE (`tokenizer.json`) vocabularies become the
 same KV pairs, in the same order and with the same GGUF types, as llama.cpp's converter writes:
-the values are recorded through gguf-py's own `GGUFWriter` and `SpecialVocab`. Imports gguf and,
-lazily, sentencepiece and tokenizers (the `llamacpp` extra); nothing else of the package but errors.
+the values are recorded through gguf-py's own `GGUFWriter` and `SpecialVocab`. Imports gguf, the
+package's errors and the sibling modules (which import sentencepiece / tokenizers lazily).
 """
 
 from __future__ import annotations
@@ -17,7 +17,12 @@ import gguf
 from lazyparams.errors import ConvertError
 from lazyparams.targets.llamacpp.bpe_vocab import bpe_vocab
 from lazyparams.targets.llamacpp.spm_vocab import sentencepiece_vocab
-from lazyparams.targets.llamacpp.tokenizer_files import read_json, special_vocab, unsupported
+from lazyparams.targets.llamacpp.tokenizer_files import (
+    json_section,
+    read_json,
+    special_vocab,
+    unsupported,
+)
 
 _CODELLAMA_VOCAB = 32016
 _CODELLAMA_SPECIALS = {"prefix": 32007, "suffix": 32008, "middle": 32009, "eot": 32010}
@@ -83,8 +88,8 @@ def _qwen_vocab(writer: Any, model_dir: Path, config: Mapping[str, Any], pre: st
 def _refuse_hf_sentencepiece_json(model_dir: Path) -> None:
     """A Llama-2 style tokenizer.json without its tokenizer.model needs transformers: refuse."""
     path = model_dir / "tokenizer.json"
-    model = read_json(path, required=True).get("model", {})
-    decoder = read_json(path).get("decoder") or {}
+    read_json(path, required=True)
+    model, decoder = json_section(path, "model"), json_section(path, "decoder")
     llama3 = model.get("ignore_merges", False) and not model.get("byte_fallback", True)
     if (
         not llama3
@@ -99,4 +104,7 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "llama": _llama_vocab,
     "qwen2": _qwen_vocab,
     "qwen3": _qwen_vocab,
+    # the MoE Qwens read tokenizer.json only (llama.cpp's converter tries no sentencepiece there)
+    "qwen2moe": bpe_vocab,
+    "qwen3moe": bpe_vocab,
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -66,6 +67,26 @@ def _parse_json_object(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConvertError(f"{path}: expected a JSON object, found {type(data).__name__}")
     return data
+
+
+def config_vocab_size(model_dir: Path, config: Mapping[str, Any], default: int) -> int:
+    """config.json's vocab_size, or `default` (the tokenizer's own size) when it has none."""
+    vocab_size = config.get("vocab_size") or default
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise ConvertError(
+            f"{model_dir / 'config.json'}: vocab_size must be an integer, found {vocab_size!r}"
+        )
+    return vocab_size
+
+
+def json_section(path: Path, key: str) -> dict[str, Any]:
+    """One object-valued entry of a JSON file ({} when absent); anything else is named."""
+    section = read_json(path).get(key)
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ConvertError(f"{path}: {key!r} must be a JSON object, found {type(section).__name__}")
+    return section
 
 
 def special_vocab(model_dir: Path, **options: Any) -> Any:

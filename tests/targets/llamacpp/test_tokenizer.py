@@ -298,7 +298,9 @@ def test_unsupported_tokenizer_kinds_list_the_supported(tmp_path: Path) -> None:
 
 
 def test_unsupported_architecture(tmp_path: Path) -> None:
-    with pytest.raises(ConvertError, match=r"'gemma'; supported: llama, qwen2, qwen3"):
+    with pytest.raises(
+        ConvertError, match=r"'gemma'; supported: llama, qwen2, qwen2moe, qwen3, qwen3moe"
+    ):
         tokenizer_metadata(tmp_path, {}, "gemma")
 
 
@@ -334,3 +336,39 @@ def test_codellama_and_granite_vocab_quirks(tmp_path: Path) -> None:
     kv = tokenizer_metadata(folder, {**config, "vocab_size": 49152}, "llama")
     assert list(kv) == SPM_KEYS  # the flag is overwritten in place, as GGUFWriter does
     assert kv["tokenizer.ggml.add_bos_token"].value is False
+
+
+def test_malformed_entries_are_named(tmp_path: Path) -> None:
+    folder, config = model_folder(tmp_path, "spm", 400)
+    with pytest.raises(
+        ConvertError, match=r"config.json: vocab_size must be an integer, found '400'"
+    ):
+        tokenizer_metadata(folder, {**config, "vocab_size": "400"}, "llama")
+    write_json(folder / "tokenizer_config.json", {"added_tokens_decoder": []})
+    with pytest.raises(
+        ConvertError, match=r"tokenizer_config.json: 'added_tokens_decoder' must be a JSON object"
+    ):
+        tokenizer_metadata(folder, config, "llama")
+    write_json(folder / "tokenizer_config.json", {"added_tokens_decoder": {"x": {"content": "a"}}})
+    with pytest.raises(
+        ConvertError, match=r"tokenizer_config.json: added_tokens_decoder entry 'x'"
+    ):
+        tokenizer_metadata(folder, config, "llama")
+    write_json(folder / "added_tokens.json", {"<a>": -1})
+    with pytest.raises(ConvertError, match=r"added_tokens.json: token '<a>' has id -1"):
+        tokenizer_metadata(folder, config, "llama")
+    write_json(tmp_path / "tokenizer.json", {"model": "BPE"})
+    with pytest.raises(
+        ConvertError, match=r"tokenizer.json: 'model' must be a JSON object, found str"
+    ):
+        tokenizer_metadata(tmp_path, {}, "qwen2")
+
+
+def test_moe_qwens_read_tokenizer_json_only(tmp_path: Path) -> None:
+    folder, config = model_folder(tmp_path, "qwen2", 500)
+    dense = tokenizer_metadata(folder, config, "qwen2", pre="qwen2")
+    assert tokenizer_metadata(folder, config, "qwen2moe", pre="qwen2") == dense
+    assert tokenizer_metadata(folder, config, "qwen3moe", pre="qwen2") == dense
+    folder, config = model_folder(tmp_path, "spm", 400)
+    with pytest.raises(ConvertError, match=r"tokenizer.json: not found"):
+        tokenizer_metadata(folder, config, "qwen2moe")
