@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
         "frontend",
         "targets",
     },
-    "cluster": {"engine"},
+    "cluster": {"engine", "io"},
 }
 SHARED = {"errors", "block_types"}
 
