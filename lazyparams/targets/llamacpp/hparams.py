@@ -103,9 +103,9 @@ def general_metadata(
 
 
 def parameter_counts(outputs: Sequence[tuple[str, tuple[int, ...]]]) -> tuple[int, int, int, int]:
-    """(total, shared, per-expert, expert count summed over expert tensors), as llama.cpp counts
+    """(total, shared, per-expert, experts per expert tensor on average), as llama.cpp counts
     the parameters of the tensors it writes: `_exps.` tensors hold experts on their first axis."""
-    total = shared = expert = experts = 0
+    total = shared = expert = experts = expert_tensors = 0
     for name, shape in outputs:
         size = 1
         for dim in shape:
@@ -115,9 +115,10 @@ def parameter_counts(outputs: Sequence[tuple[str, tuple[int, ...]]]) -> tuple[in
             count = shape[1 if ".bias" in name else 0]
             expert += size // count
             experts += count
+            expert_tensors += 1
         else:
             shared += size
-    return total, shared, expert, experts
+    return total, shared, expert, experts // expert_tensors if expert_tensors else 0
 
 
 def model_hparams(

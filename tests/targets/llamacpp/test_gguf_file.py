@@ -80,6 +80,8 @@ def test_file_has_llamacpp_metadata_and_tensors(
         len(fields["tokenizer.ggml.tokens"]) == fields.get(f"{arch}.vocab_size", 400) or kind in BPE
     )
     if kind == "mixtral":
+        # llama.cpp's size label counts experts per expert tensor: 4 experts, not 4 x 3 tensors
+        assert fields["general.size_label"].startswith("4x")
         assert fields["llama.expert_count"] == 4
         assert fields["llama.expert_used_count"] == 2
     if arch == "llama":
