@@ -61,7 +61,7 @@ def connect(cluster: Any, budget: int | None) -> Iterator[Client]:
                 threads_per_worker=1,
                 processes=True,
                 resources=resources,
-                dashboard_address=None,
+                dashboard_address=":0",
             ) as local,
             Client(local) as client,
         ):

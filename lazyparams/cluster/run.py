@@ -10,6 +10,7 @@ parts. Imports the engine and `distributed`.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ class _Run:
     partition: Partition
     staged: Staged
     workers: Workers
+    job: str
 
 
 def convert_on_cluster(
@@ -84,7 +86,7 @@ def convert_on_cluster(
             partition.check_budget()
             check_capacity(workers, partition.predicted_peak_bytes)
             staged = stage_output(target, job, partition, source)
-            run = _Run(transform, src_path, partition, staged, workers)
+            run = _Run(transform, src_path, partition, staged, workers, json.dumps(job))
             results = _run_parts(client, run, source, target, progress)
     return ClusterReport(
         partition=partition,
@@ -165,6 +167,7 @@ def _submit(client: Client, run: _Run, part: Part, token: str) -> Future[PartRes
     job = PartJob(
         spec=run.spec if callable(run.spec) else str(run.spec),
         spec_name=run.partition.spec,
+        job=run.job,
         source=run.src,
         part=part.index,
         part_size=run.partition.part_size,

@@ -32,6 +32,9 @@ class PartJob:
 
     spec: str | Callable[..., Any]
     spec_name: str
+    job: str
+    """What identifies the run (transform, source files, outputs), so a worker reuses its
+    plan only for the same one."""
     source: str
     part: int
     part_size: int

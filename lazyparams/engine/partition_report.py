@@ -63,4 +63,4 @@ def parts_table(partition: Partition) -> Table:
     return table
 
 
-__all__ = ["parts_table", "partition_table"]
+__all__ = ["partition_table", "parts_table"]
