@@ -80,6 +80,7 @@ def _local_count(cluster: str) -> int:
 
 @contextlib.contextmanager
 def _remote(address: str) -> Iterator[Client]:
+    """A client of the scheduler at `address`; ConvertError when it cannot be reached."""
     try:
         client = Client(address, timeout=30)
     except (OSError, TimeoutError) as err:
