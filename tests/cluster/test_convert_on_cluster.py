@@ -49,7 +49,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _healthy(client: distributed.Client) -> Iterator[None]:
-    client.wait_for_workers(2, timeout=60)
+    client.wait_for_workers(2, timeout=300)  # a killed worker is restarted by its nanny
     yield
     client.run(helpers.restore)
 
