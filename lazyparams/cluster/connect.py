@@ -61,7 +61,7 @@ def connect(cluster: Any, budget: int | None) -> Iterator[Client]:
                 threads_per_worker=1,
                 processes=True,
                 resources=resources,
-                dashboard_address=None,
+                dashboard_address=":0",
             ) as local,
             Client(local) as client,
         ):
@@ -80,6 +80,7 @@ def _local_count(cluster: str) -> int:
 
 @contextlib.contextmanager
 def _remote(address: str) -> Iterator[Client]:
+    """A client of the scheduler at `address`; ConvertError when it cannot be reached."""
     try:
         client = Client(address, timeout=30)
     except (OSError, TimeoutError) as err:

@@ -10,6 +10,7 @@ parts. Imports the engine and `distributed`.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -25,12 +26,12 @@ from lazyparams.cluster.staging import Staged, stage_output
 from lazyparams.cluster.worker import PartJob, PartResult, run_part_job, see_paths
 from lazyparams.engine.compile import output_infos, trace_transform
 from lazyparams.engine.destination import Destination, destination, job_description
+from lazyparams.engine.part_files import CheckpointSource, IRModule
 from lazyparams.engine.partition import Part, Partition, build_partition
 from lazyparams.engine.plan import Source, Spec, opened
 from lazyparams.engine.recipes import load_spec, spec_name
 from lazyparams.engine.sizes import size_or_none
 from lazyparams.errors import ConvertError
-from lazyparams.io import CheckpointSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class _Run:
     partition: Partition
     staged: Staged
     workers: Workers
+    job: str
 
 
 def convert_on_cluster(
@@ -72,19 +74,10 @@ def convert_on_cluster(
         target.prepare(job)
         with connect(cluster, limit) as client:
             workers = cluster_workers(client)
-            partition = build_partition(
-                traced,
-                source,
-                spec=spec_name(transform),
-                workers=len(workers.budgets),
-                part_size=size,
-                shard_size=shard,
-                budget=limit,
-            )
-            partition.check_budget()
-            check_capacity(workers, partition.predicted_peak_bytes)
+            sizes = (size, shard, limit)
+            partition = _partitioned(traced, source, spec_name(transform), workers, sizes)
             staged = stage_output(target, job, partition, source)
-            run = _Run(transform, src_path, partition, staged, workers)
+            run = _Run(transform, src_path, partition, staged, workers, json.dumps(job))
             results = _run_parts(client, run, source, target, progress)
     return ClusterReport(
         partition=partition,
@@ -95,6 +88,30 @@ def convert_on_cluster(
         wall_seconds=time.perf_counter() - started,
         workers=worker_reports(results, workers, limit),
     )
+
+
+def _partitioned(
+    traced: IRModule,
+    source: CheckpointSource,
+    spec: str,
+    workers: Workers,
+    sizes: tuple[int | None, int | None, int | None],
+) -> Partition:
+    """The partition for these workers (`sizes`: part size, shard size, budget), refused
+    before anything runs if a part exceeds the budget or no worker's budget holds the largest."""
+    part_size, shard_size, budget = sizes
+    partition = build_partition(
+        traced,
+        source,
+        spec=spec,
+        workers=len(workers.budgets),
+        part_size=part_size,
+        shard_size=shard_size,
+        budget=budget,
+    )
+    partition.check_budget()
+    check_capacity(workers, partition.predicted_peak_bytes)
+    return partition
 
 
 def _shared_path(path: Any, what: str) -> str:
@@ -162,9 +179,11 @@ def _submit_and_collect(
 
 
 def _submit(client: Client, run: _Run, part: Part, token: str) -> Future[PartResult]:
+    """Submit one part as a task asking for its predicted peak of the memory resource."""
     job = PartJob(
-        spec=run.spec if callable(run.spec) else str(run.spec),
+        spec=_spec_for_workers(run.spec),
         spec_name=run.partition.spec,
+        job=run.job,
         source=run.src,
         part=part.index,
         part_size=run.partition.part_size,
@@ -180,6 +199,15 @@ def _submit(client: Client, run: _Run, part: Part, token: str) -> Future[PartRes
         priority=part.work_bytes,
         pure=False,
     )
+
+
+def _spec_for_workers(spec: Spec) -> str | Any:
+    """The spec as a worker loads it: a spec file by its absolute path (workers have their own
+    working folders), a recipe or a callable as given."""
+    if callable(spec):
+        return spec
+    text = str(spec)
+    return str(Path(text).absolute()) if Path(text).is_file() else text
 
 
 def _run_on_worker(job: PartJob) -> PartResult:

@@ -17,9 +17,9 @@ from typing import Any
 from lazyparams.engine.destination import SAFETENSORS, Destination
 from lazyparams.engine.journal import JOB_FILE
 from lazyparams.engine.output import StagedSafetensors
+from lazyparams.engine.part_files import CheckpointSource, copy_into_sink, source_files
 from lazyparams.engine.partition import Partition, output_order
 from lazyparams.engine.plan import build_plan
-from lazyparams.io import CheckpointSource, SafetensorsSource, open_sink
 
 Expected = dict[str, tuple[int, int] | None]
 
@@ -43,7 +43,7 @@ class Staged:
         if self.final is None:
             self.staged.finalize()
             return
-        _copy_into_sink(self.staged, self.final, self.order)
+        copy_into_sink(self.staged, self.final, self.order)
         self.staged.abort()
 
     def stop(self, keep: bool = True) -> None:
@@ -88,37 +88,9 @@ def _one_machine_order(
     return output_order(whole.module)
 
 
-def _copy_into_sink(staged: StagedSafetensors, final: Destination, order: Sequence[str]) -> None:
-    """Copy every output from the staged file into the format's sink, then publish it."""
-    assert final.path is not None
-    data, _ = staged.data_path(order[0]) if order else (None, 0)
-    sink = open_sink(final.path, list(final.outputs), format=final.format)
-    try:
-        if data is not None:
-            with SafetensorsSource(data) as parts:
-                for name in order:
-                    sink.write(name, parts.load(name))
-        sink.finalize()
-    except BaseException:
-        sink.abort()
-        raise
-
-
-def source_files(source: CheckpointSource) -> list[Path]:
-    """The files a source reads (a folder's files, or a file and the shards it names)."""
-    raw = getattr(source, "path", None)
-    if not isinstance(raw, str) or not os.path.exists(raw):
-        return []
-    path = Path(raw).absolute()
-    if path.is_dir():
-        return [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
-    shards = sorted(set(getattr(source, "weight_map", {}).values()))
-    return [path, *(path.parent / name for name in shards)]
-
-
 def _stat(path: Path) -> tuple[int, int]:
     found = path.stat()
     return found.st_size, found.st_mtime_ns
 
 
-__all__ = ["Staged", "source_files", "stage_output"]
+__all__ = ["Staged", "stage_output"]

@@ -15,15 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lazyparams.engine.compile import trace_transform
+from lazyparams.engine.part_files import OffsetOutput
 from lazyparams.engine.part_run import PartStats, run_part
 from lazyparams.engine.partition import Partition, build_partition
+from lazyparams.engine.plan import opened
 from lazyparams.engine.recipes import load_spec
-from lazyparams.errors import CheckpointError, ConvertError
-from lazyparams.io import TensorInfo, check_declared, open_source
-from lazyparams.io.filemap import write_array_at
-from lazyparams.io.partial import rows_offset
-
-_SYNC = getattr(os, "fdatasync", os.fsync)
+from lazyparams.errors import ConvertError
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +29,9 @@ class PartJob:
 
     spec: str | Callable[..., Any]
     spec_name: str
+    job: str
+    """What identifies the run (transform, source files, outputs), so a worker reuses its
+    plan only for the same one."""
     source: str
     part: int
     part_size: int
@@ -82,7 +82,7 @@ def run_part_job(job: PartJob, worker: str = "") -> PartResult:
             "other outputs than the client's; expected the same lazyparams version and source"
         )
     output = OffsetOutput(job.targets, {info.name: info for info in part.outputs})
-    with open_source(job.source) as source:
+    with opened(job.source) as source:
         try:
             stats = run_part(partition, part, source, output)
             output.finalize()
@@ -101,7 +101,7 @@ def _partition(job: PartJob) -> Partition:
     )
     if key not in _PARTITIONS:
         _PARTITIONS.clear()  # one run at a time keeps one plan in memory
-        with open_source(job.source) as source:
+        with opened(job.source) as source:
             traced = trace_transform(load_spec(job.spec), source)
             _PARTITIONS[key] = build_partition(
                 traced,
@@ -114,50 +114,4 @@ def _partition(job: PartJob) -> Partition:
     return _PARTITIONS[key]
 
 
-class OffsetOutput:
-    """Writes outputs at fixed offsets of files that already exist (laid out by the client)."""
-
-    def __init__(self, targets: dict[str, tuple[str, int]], infos: dict[str, TensorInfo]) -> None:
-        self.targets, self.infos = targets, infos
-        self.files = tuple(sorted({path for path, _ in targets.values()}))
-        self._fds: dict[str, int] = {}
-
-    def _fd(self, name: str) -> tuple[int, int]:
-        path, offset = self.targets[name]
-        if path not in self._fds:
-            try:
-                self._fds[path] = os.open(path, os.O_RDWR)
-            except OSError as err:
-                raise CheckpointError(
-                    f"{path}: cannot open the output file laid out by the client: {err}; "
-                    "expected it on storage this worker shares"
-                ) from None
-        return self._fds[path], offset
-
-    def write(self, name: str, array: Any) -> None:
-        check_declared(self.targets[name][0], self.infos, name, array)
-        fd, offset = self._fd(name)
-        write_array_at(fd, array, offset)
-
-    def write_rows(self, name: str, start: int, block: Any) -> None:
-        fd, offset = self._fd(name)
-        write_array_at(fd, block, offset + rows_offset(self.infos[name], int(start)))
-
-    def finalize(self) -> None:
-        """Sync every file written, so the client may journal the part as done."""
-        for fd in self._fds.values():
-            _SYNC(fd)
-
-    def abort(self) -> None:
-        self.close()
-
-    def suspend(self) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the files (idempotent)."""
-        while self._fds:
-            os.close(self._fds.popitem()[1])
-
-
-__all__ = ["OffsetOutput", "PartJob", "PartResult", "run_part_job", "see_paths"]
+__all__ = ["PartJob", "PartResult", "run_part_job", "see_paths"]

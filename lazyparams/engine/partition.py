@@ -135,6 +135,7 @@ class Partition:
         return [self._unit_run(self.units[u]) for u in part.units]
 
     def _unit_run(self, unit: Unit) -> UnitRun:
+        """The template of `unit`'s signature, with the template unit's names mapped to its."""
         template = self.templates[unit.signature]
         first = template.unit
         ins, outs = self.input_infos, self.output_infos
@@ -178,6 +179,7 @@ class Partition:
 
 
 def _part_row(part: Part) -> dict[str, Any]:
+    """One row of the JSON part table."""
     return {
         "part": part.index,
         "outputs": len(part.outputs),
@@ -311,6 +313,7 @@ def _part(
     inputs: Sequence[TensorInfo],
     templates: dict[Hashable, Template],
 ) -> Part:
+    """Part `index` of the units in `group`; its peak is its largest unit's."""
     peaks = [(templates[units[u].signature].plan.predicted_peak_bytes, u) for u in group]
     peak, at = max(peaks, default=(0, -1))
     return Part(

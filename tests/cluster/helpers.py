@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import lazyparams.cluster.worker as worker_module
+import lazyparams.engine.part_files as part_files
 import lazyparams.engine.part_run as part_run
 from lazyparams.errors import CheckpointError
 
@@ -25,7 +25,7 @@ def die_on_first_write(marker: str) -> int:
         Path(marker).write_text(str(os.getpid()))
         os._exit(1)
 
-    worker_module.OffsetOutput.write = dying  # type: ignore[method-assign]
+    part_files.OffsetOutput.write = dying  # type: ignore[method-assign]
     return os.getpid()
 
 

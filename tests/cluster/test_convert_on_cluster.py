@@ -21,7 +21,7 @@ from lazyparams.engine import convert  # noqa: E402
 from lazyparams.engine.journal import read_journal, work_dir  # noqa: E402
 from lazyparams.errors import BudgetError, CheckpointError, ConvertError  # noqa: E402
 from tests.cluster import helpers  # noqa: E402
-from tests.engine.helpers import SMALL_SHARD, cli_env, small_llama, tree_bytes  # noqa: E402
+from tests.engine.helpers import SMALL_SHARD, cli_env, run_cli, small_llama, tree_bytes  # noqa: E402
 
 SPEC = "fuse-qkv+cast:float16"
 PART = 24 * 1024  # about eight parts of the small llama
@@ -35,7 +35,7 @@ def client() -> Iterator[distributed.Client]:
             threads_per_worker=1,
             processes=True,
             resources={MEMORY_RESOURCE: 1 << 30},
-            dashboard_address=None,
+            dashboard_address=":0",
         ) as cluster,
         distributed.Client(cluster) as connected,
     ):
@@ -49,7 +49,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _healthy(client: distributed.Client) -> Iterator[None]:
-    client.wait_for_workers(2, timeout=60)
+    client.wait_for_workers(2, timeout=300)  # a killed worker is restarted by its nanny
     yield
     client.run(helpers.restore)
 
@@ -176,3 +176,45 @@ def test_a_lazyparams_error_in_a_part_stops_the_run_without_output(
 def test_local_n_starts_its_own_cluster_and_checks_n(source: Path, tmp_path: Path) -> None:
     with pytest.raises(ConvertError, match="expected local:N with N a positive number"):
         convert(SPEC, source, tmp_path / "out", cluster="local:zero", progress=False)
+
+
+def test_the_cli_converts_on_a_running_scheduler(
+    client: distributed.Client, source: Path, tmp_path: Path
+) -> None:
+    expected = _one_machine(source, tmp_path / "one", shard_size=SMALL_SHARD)
+    address = client.scheduler.address
+    done = run_cli(
+        "convert",
+        SPEC,
+        source,
+        tmp_path / "two",
+        "--shard-size",
+        str(SMALL_SHARD),
+        "--cluster",
+        address,
+        "--part-size",
+        str(PART),
+        "--budget",
+        "1MiB",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert tree_bytes(tmp_path / "two") == expected
+    assert "parts" in done.stdout and done.stdout.count("budget 1.0 GiB") == 2
+    assert "parts 8/8" in done.stderr or "parts" in done.stderr  # the one bar
+
+
+def test_local_n_runs_on_its_own_worker_processes(source: Path, tmp_path: Path) -> None:
+    expected = _one_machine(source, tmp_path / "one", shard_size=SMALL_SHARD)
+    report = convert(
+        SPEC,
+        source,
+        tmp_path / "two",
+        shard_size=SMALL_SHARD,
+        cluster="local:2",
+        budget="1MiB",
+        progress=False,
+    )
+    assert tree_bytes(tmp_path / "two") == expected
+    assert {w.budget for w in report.workers} == {1 << 20}
+    assert all(w.peak_rss_bytes is None or w.parts > 0 for w in report.workers)

@@ -1,0 +1,108 @@
+"""The files of a partitioned run: outputs written by offset into files laid out elsewhere,
+and a staged safetensors file copied into another format's sink.
+
+The cluster layer uses these and the types it names from the layers below through this module,
+as it imports the engine only. Imports `io` and the engine's own modules.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lazyparams.engine.destination import Destination
+from lazyparams.engine.output import StagedSafetensors
+from lazyparams.errors import CheckpointError
+from lazyparams.io import CheckpointSource, SafetensorsSource, TensorInfo, check_declared, open_sink
+from lazyparams.io.filemap import write_array_at
+from lazyparams.io.partial import rows_offset
+from lazyparams.ir import IRModule
+
+_SYNC = getattr(os, "fdatasync", os.fsync)
+
+
+class OffsetOutput:
+    """Writes outputs at fixed offsets of files that already exist (laid out by the client)."""
+
+    def __init__(self, targets: dict[str, tuple[str, int]], infos: dict[str, TensorInfo]) -> None:
+        self.targets, self.infos = targets, infos
+        self.files = tuple(sorted({path for path, _ in targets.values()}))
+        self._fds: dict[str, int] = {}
+
+    def _fd(self, name: str) -> tuple[int, int]:
+        """The open file of output `name` (opened on first use) and its offset there."""
+        path, offset = self.targets[name]
+        if path not in self._fds:
+            try:
+                self._fds[path] = os.open(path, os.O_RDWR)
+            except OSError as err:
+                raise CheckpointError(
+                    f"{path}: cannot open the output file laid out by the client: {err}; "
+                    "expected it on storage this worker shares"
+                ) from None
+        return self._fds[path], offset
+
+    def write(self, name: str, array: Any) -> None:
+        check_declared(self.targets[name][0], self.infos, name, array)
+        fd, offset = self._fd(name)
+        write_array_at(fd, array, offset)
+
+    def write_rows(self, name: str, start: int, block: Any) -> None:
+        fd, offset = self._fd(name)
+        write_array_at(fd, block, offset + rows_offset(self.infos[name], int(start)))
+
+    def finalize(self) -> None:
+        """Sync every file written, so the client may journal the part as done."""
+        for fd in self._fds.values():
+            _SYNC(fd)
+
+    def abort(self) -> None:
+        self.close()
+
+    def suspend(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the files (idempotent)."""
+        while self._fds:
+            os.close(self._fds.popitem()[1])
+
+
+def copy_into_sink(staged: StagedSafetensors, final: Destination, order: Sequence[str]) -> None:
+    """Copy every output from the staged file into the format's sink, then publish it."""
+    assert final.path is not None
+    data, _ = staged.data_path(order[0]) if order else (None, 0)
+    sink = open_sink(final.path, list(final.outputs), format=final.format)
+    try:
+        if data is not None:
+            with SafetensorsSource(data) as parts:
+                for name in order:
+                    sink.write(name, parts.load(name))
+        sink.finalize()
+    except BaseException:
+        sink.abort()
+        raise
+
+
+def source_files(source: CheckpointSource) -> list[Path]:
+    """The files a source reads (a folder's files, or a file and the shards it names)."""
+    raw = getattr(source, "path", None)
+    if not isinstance(raw, str) or not os.path.exists(raw):
+        return []
+    path = Path(raw).absolute()
+    if path.is_dir():
+        return [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
+    shards = sorted(set(getattr(source, "weight_map", {}).values()))
+    return [path, *(path.parent / name for name in shards)]
+
+
+__all__ = [
+    "CheckpointSource",
+    "IRModule",
+    "OffsetOutput",
+    "TensorInfo",
+    "copy_into_sink",
+    "source_files",
+]
