@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,8 @@ from lazyparams.engine.destination import Destination, destination, job_descript
 from lazyparams.engine.part_files import CheckpointSource, IRModule
 from lazyparams.engine.partition import Part, Partition, build_partition
 from lazyparams.engine.plan import Source, Spec, opened
-from lazyparams.engine.recipes import load_spec, spec_name
 from lazyparams.engine.sizes import size_or_none
+from lazyparams.engine.specs import file_metadata, resolve_spec, target_format
 from lazyparams.errors import ConvertError
 
 
@@ -56,6 +56,7 @@ def convert_on_cluster(
     part_size: int | str | None = None,
     resume: bool = False,
     progress: bool = True,
+    metadata: Mapping[str, Any] | None = None,
 ) -> ClusterReport:
     """Convert `src` into the path `dst` on the Dask `cluster` (a Client, an address or
     `local:N`), each part on a worker within `budget` (per worker). Options are as for
@@ -67,15 +68,20 @@ def convert_on_cluster(
     src_path = _shared_path(src, "SRC")
     _shared_path(dst, "DST")
     with opened(src_path) as source:
-        traced = trace_transform(load_spec(transform), source)
+        resolved = resolve_spec(transform, source, src_path)
+        traced = trace_transform(resolved.fn, source)
         outputs = output_infos(traced)
-        target = destination(dst, outputs, format=format, shard_size=shard, resume=resume)
+        chosen = format or target_format(resolved.output_format, dst)
+        meta = file_metadata(resolved, outputs, metadata, chosen, dst)
+        target = destination(
+            dst, outputs, format=chosen, shard_size=shard, resume=resume, metadata=meta
+        )
         job = job_description(traced.script(), source, outputs, target)
         target.prepare(job)
         with connect(cluster, limit) as client:
             workers = cluster_workers(client)
             sizes = (size, shard, limit)
-            partition = _partitioned(traced, source, spec_name(transform), workers, sizes)
+            partition = _partitioned(traced, source, resolved.name, workers, sizes)
             staged = stage_output(target, job, partition, source)
             run = _Run(transform, src_path, partition, staged, workers, json.dumps(job))
             results = _run_parts(client, run, source, target, progress)

@@ -19,7 +19,7 @@ from lazyparams.engine.part_files import OffsetOutput
 from lazyparams.engine.part_run import PartStats, run_part
 from lazyparams.engine.partition import Partition, build_partition
 from lazyparams.engine.plan import opened
-from lazyparams.engine.recipes import load_spec
+from lazyparams.engine.specs import resolve_spec
 from lazyparams.errors import ConvertError
 
 
@@ -102,7 +102,7 @@ def _partition(job: PartJob) -> Partition:
     if key not in _PARTITIONS:
         _PARTITIONS.clear()  # one run at a time keeps one plan in memory
         with opened(job.source) as source:
-            traced = trace_transform(load_spec(job.spec), source)
+            traced = trace_transform(resolve_spec(job.spec, source, job.source).fn, source)
             _PARTITIONS[key] = build_partition(
                 traced,
                 source,

@@ -9,12 +9,10 @@ temporaries must be creatable. The VM then loads each input with the source's `l
 from __future__ import annotations
 
 import gc
-import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, overload
 
 import lazyparams.script  # noqa: F401 - the printer: a job is identified by its script text
@@ -27,9 +25,9 @@ from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers
 from lazyparams.engine.progress import Bars, Counter
 from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
 from lazyparams.engine.sizes import size_or_none
-from lazyparams.engine.specs import ResolvedSpec, resolve_spec
+from lazyparams.engine.specs import file_metadata, resolve_spec, target_format
 from lazyparams.errors import ConvertError
-from lazyparams.io import CheckpointSource, TensorInfo
+from lazyparams.io import CheckpointSource
 from lazyparams.runtime import MemoryStats, VirtualMachine
 from lazyparams.runtime.parallel import ParallelRunner
 
@@ -170,6 +168,7 @@ def convert(
             part_size=part_size,
             resume=resume,
             progress=progress,
+            metadata=metadata,
         )
     started = time.perf_counter()
     limit = size_or_none(budget, "budget")
@@ -179,8 +178,8 @@ def convert(
         resolved = resolve_spec(transform, source, src)
         traced = trace_transform(resolved.fn, source)
         outputs = output_infos(traced)
-        chosen = format or _target_format(resolved.output_format, dst)
-        meta = _metadata(resolved, outputs, metadata, chosen, dst)
+        chosen = format or target_format(resolved.output_format, dst)
+        meta = file_metadata(resolved, outputs, metadata, chosen, dst)
         target = destination(
             dst, outputs, format=chosen, shard_size=shard, resume=resume, metadata=meta
         )
@@ -201,32 +200,6 @@ def convert(
         discarded = target.has_partial and not target.resuming
         run = _write(the_plan, source, target, job, progress)
     return _report(the_plan, target, run, discarded, time.perf_counter() - started)
-
-
-def _metadata(
-    resolved: ResolvedSpec,
-    outputs: Sequence[TensorInfo],
-    given: Mapping[str, Any] | None,
-    chosen: str | None,
-    dst: Any,
-) -> Mapping[str, Any] | None:
-    """The SPEC's metadata for a GGUF file, overridden by the caller's (`given`)."""
-    is_gguf = chosen == "gguf" or (
-        chosen is None and isinstance(dst, str | os.PathLike) and Path(dst).suffix == ".gguf"
-    )
-    if not is_gguf:
-        return given
-    merged = resolved.metadata(outputs)
-    merged.update(given or {})
-    return merged or None
-
-
-def _target_format(output_format: str | None, dst: Any) -> str | None:
-    """A target's format for a destination path whose extension names none."""
-    if output_format is None or not isinstance(dst, str | os.PathLike):
-        return None
-    suffix = Path(dst).suffix
-    return output_format if suffix not in (".safetensors", ".npz", ".gguf") else None
 
 
 def _on_cluster(

@@ -74,7 +74,8 @@ def copy_into_sink(staged: StagedSafetensors, final: Destination, order: Sequenc
     """Copy every output from the staged file into the format's sink, then publish it."""
     assert final.path is not None
     data, _ = staged.data_path(order[0]) if order else (None, 0)
-    sink = open_sink(final.path, list(final.outputs), format=final.format)
+    shards = final.shard_size if final.format == "gguf" else None
+    sink = open_sink(final.path, list(final.outputs), final.format, shards, metadata=final.metadata)
     try:
         if data is not None:
             with SafetensorsSource(data) as parts:

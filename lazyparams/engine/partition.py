@@ -18,8 +18,8 @@ from typing import Any
 from lazyparams.engine.compile import function_of, names_of, output_infos, trace_transform
 from lazyparams.engine.grouping import Unit, find_units, unit_module
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
-from lazyparams.engine.recipes import load_spec, spec_name
 from lazyparams.engine.sizes import format_bytes, size_or_none
+from lazyparams.engine.specs import resolve_spec
 from lazyparams.errors import BudgetError, ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.ir import Call, ExternFunc, IRModule, PrimValue
@@ -203,13 +203,13 @@ def partition(
     `part_size` (bytes written per part) defaults to `shard_size`, else to a size giving
     `PARTS_PER_WORKER` parts per worker. `budget` is per worker. No tensor data is read.
     """
-    fn = load_spec(transform)
     with opened(src) as source:
-        traced = trace_transform(fn, source)
+        resolved = resolve_spec(transform, source, src)
+        traced = trace_transform(resolved.fn, source)
         return build_partition(
             traced,
             source,
-            spec=spec_name(transform),
+            spec=resolved.name,
             workers=workers,
             part_size=size_or_none(part_size, "part_size"),
             shard_size=size_or_none(shard_size, "shard_size"),
