@@ -91,11 +91,7 @@ class GGUFSplitSource(SourceBase):
         """Check that `part` is part `index` of the expected set, then take its tensors."""
         self.parts.append(part)
         got = part.split
-        if got is None or (got.no, got.count, got.tensors) != (
-            index,
-            expected.count,
-            expected.tensors,
-        ):
+        if got != SplitPosition(index, expected.count, expected.tensors):
             said = "no split.* keys" if got is None else _describe(got)
             raise CheckpointError(
                 f"{part.path}: has {said}; expected part {index + 1} of {expected.count} of a "

@@ -230,3 +230,20 @@ def test_parts_appear_only_once_all_are_complete(tmp_path: Path) -> None:
     sink.finalize()
     assert len(list(tmp_path.glob("m-0000?-of-00005.gguf"))) == 5
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
+
+
+def test_a_custom_alignment_applies_to_the_first_part_which_alone_declares_it(
+    tmp_path: Path,
+) -> None:
+    infos = [TensorInfo.from_array(name, array) for name, array in TENSORS.items()]
+    metadata = {**METADATA, "general.alignment": 256}
+    with GGUFSink(tmp_path / "m.gguf", infos, metadata=metadata, shard_size=300) as sink:
+        for name, array in TENSORS.items():
+            sink.write(name, array)
+    parts = sorted(tmp_path.iterdir())
+    readers = [GGUFReader(p) for p in parts]
+    assert len(parts) > 2
+    assert [r.alignment for r in readers] == [256] + [32] * (len(parts) - 1)
+    assert all(t.data_offset % r.alignment == 0 for r in readers for t in r.tensors)
+    with open_source(parts[0]) as source:
+        assert all(source.load(n).tobytes() == a.tobytes() for n, a in TENSORS.items())
