@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lazyparams.block_types import BLOCK_TYPES
 from lazyparams.engine.destination import SAFETENSORS, Destination
 from lazyparams.engine.journal import JOB_FILE
 from lazyparams.engine.output import StagedSafetensors
 from lazyparams.engine.part_files import CheckpointSource, copy_into_sink, source_files
 from lazyparams.engine.partition import Partition, output_order
 from lazyparams.engine.plan import build_plan
+from lazyparams.io import TensorInfo
 
 Expected = dict[str, tuple[int, int] | None]
 
@@ -73,9 +75,19 @@ def stage_output(
         assert isinstance(output, StagedSafetensors)
         return Staged(output)
     hidden = target.path.parent / f".{target.path.name}.parts"
-    staged = Staged(StagedSafetensors(hidden, target.outputs, None, job, False), target)
+    raw = [as_raw_bytes(info) for info in target.outputs]
+    staged = Staged(StagedSafetensors(hidden, raw, None, job, False), target)
     staged.order = _one_machine_order(target, partition, source)
     return staged
+
+
+def as_raw_bytes(info: TensorInfo) -> TensorInfo:
+    """A GGML block tensor as the uint8 rows it is in memory (safetensors has no block types,
+    and the staged copy only carries bytes to the final sink); any other tensor as it is."""
+    block = BLOCK_TYPES.get(info.dtype)
+    if block is None:
+        return info
+    return TensorInfo.of(info.name, block.storage_shape(tuple(info.shape)), "uint8")
 
 
 def _one_machine_order(

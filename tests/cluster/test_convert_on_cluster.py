@@ -218,3 +218,25 @@ def test_local_n_runs_on_its_own_worker_processes(source: Path, tmp_path: Path) 
     assert tree_bytes(tmp_path / "two") == expected
     assert {w.budget for w in report.workers} == {1 << 20}
     assert all(w.peak_rss_bytes is None or w.parts > 0 for w in report.workers)
+
+
+@pytest.mark.parametrize(
+    ("spec", "options"), [("gguf:f16", {}), ("gguf:q8_0", {"shard_size": 64 << 10})]
+)
+def test_the_gguf_recipe_on_the_cluster_equals_one_machine(
+    client: distributed.Client, tmp_path: Path, spec: str, options: dict[str, int]
+) -> None:
+    pytest.importorskip("sentencepiece")
+    from tests.targets.llamacpp.hf_fixtures import write_model
+    from tests.targets.llamacpp.tokenizer_fixtures import write_sentencepiece_tokenizer
+
+    vocab = write_sentencepiece_tokenizer(tmp_path / "tok", 400)
+    model = write_model(tmp_path / "tiny-llama", "llama", vocab=vocab, hidden=256, intermediate=512)
+    for file in (tmp_path / "tok").iterdir():
+        (model / file.name).write_bytes(file.read_bytes())
+    convert(spec, model, tmp_path / "one" / "m.gguf", progress=False, **options)  # type: ignore[arg-type]
+    dst = tmp_path / "two" / "m.gguf"
+    convert_on_cluster(spec, model, dst, cluster=client, part_size=PART, progress=False, **options)
+    assert tree_bytes(dst.parent) == tree_bytes(tmp_path / "one")
+    parts = len(tree_bytes(dst.parent))
+    assert parts > 1 if options else parts == 1  # split parts with a shard size
