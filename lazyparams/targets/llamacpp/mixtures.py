@@ -144,7 +144,7 @@ _CATEGORIES = (
     ("ffn_gate", "ffn_gate"),
     ("ffn_down", "ffn_down"),
 )
-_LAYER_PREFIX = re.compile(r"blk\.([+-]?\d+)\.")
+_LAYER_PREFIX = re.compile(r"blk\.([+-]?\d+)")
 
 
 def tensor_types(
