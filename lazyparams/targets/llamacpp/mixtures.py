@@ -144,7 +144,7 @@ _CATEGORIES = (
     ("ffn_gate", "ffn_gate"),
     ("ffn_down", "ffn_down"),
 )
-_LAYER_PREFIX = re.compile(r"blk\.([+-]?\d+)\.")
+_LAYER_PREFIX = re.compile(r"blk\.([+-]?\d+)")
 
 
 def tensor_types(
@@ -163,7 +163,10 @@ def tensor_types(
     `n_head`, `n_head_kv`, `n_expert` and `n_layer` are the model's `attention.head_count`,
     `attention.head_count_kv`, `expert_count` and `block_count`. `arch` is the file's
     `general.architecture`: "falcon" has its own rules, "glm5-next" keeps more tensors, and the
-    layer count that makes a "70B" model (which gives attn_v more bits) depends on it.
+    layer count that makes a "70B" model (which gives attn_v more bits) depends on it. Tensors
+    llama-quantize copies come back with their own dtype. The result is in file order.
+    Raises ConvertError for an unknown file type, one that needs an importance matrix (Q2_K_S,
+    the IQ types), or a malformed entry.
     """
     canonical = _canonical_file_type(file_type)
     _check_model(n_head=n_head, n_head_kv=n_head_kv, n_expert=n_expert, n_layer=n_layer)

@@ -428,3 +428,89 @@ def test_bad_input_is_refused_by_name(
     with pytest.raises(ConvertError) as caught:
         tensor_types(file_type, tensors, **model)
     assert message in str(caught.value)
+
+
+def gpt_oss_120b() -> Tensors:
+    """gpt-oss-120b's quantizable tensors: rows of 2880, 64 query heads of 64, 128 experts."""
+    tensors: Tensors = [("token_embd.weight", (201088, 2880), "bfloat16")]
+    for i in range(36):
+        tensors += [
+            (f"blk.{i}.attn_q.weight", (4096, 2880), "bfloat16"),
+            (f"blk.{i}.attn_k.weight", (512, 2880), "bfloat16"),
+            (f"blk.{i}.attn_v.weight", (512, 2880), "bfloat16"),
+            (f"blk.{i}.attn_output.weight", (2880, 4096), "bfloat16"),
+            (f"blk.{i}.ffn_gate_inp.weight", (128, 2880), "float32"),
+            (f"blk.{i}.ffn_gate_exps.weight", (128, 2880, 2880), "bfloat16"),
+            (f"blk.{i}.ffn_up_exps.weight", (128, 2880, 2880), "bfloat16"),
+            (f"blk.{i}.ffn_down_exps.weight", (128, 2880, 2880), "bfloat16"),
+        ]
+    return [*tensors, ("output.weight", (201088, 2880), "bfloat16")]
+
+
+def raised_counts(result: dict[str, str], default: str) -> dict[tuple[str, str], int]:
+    """How many tensors of each role got each non-default type (float32 tensors left out)."""
+    counts: dict[tuple[str, str], int] = {}
+    for name, kind in result.items():
+        if kind not in (default, "float32"):
+            role = name.split(".", 2)[2] if name.startswith("blk.") else name
+            counts[role, kind] = counts.get((role, kind), 0) + 1
+    return counts
+
+
+# What llama.cpp's own type-selection snapshots list for these real models.
+LLAMA_70B = {
+    "Q4_K_M": {
+        ("output.weight", "q6_k"): 1,
+        ("attn_v.weight", "q6_k"): 40,
+        ("attn_v.weight", "q5_k"): 40,
+        ("ffn_down.weight", "q6_k"): 40,
+    },
+    "Q3_K_S": {("output.weight", "q6_k"): 1, ("attn_v.weight", "q5_k"): 80},
+    "Q2_K": {
+        ("output.weight", "q6_k"): 1,
+        ("attn_output.weight", "q3_k"): 80,
+        ("attn_v.weight", "q5_k"): 80,
+        ("ffn_down.weight", "q3_k"): 80,
+    },
+}
+GPT_OSS_120B = {
+    "Q4_K_M": {
+        ("output.weight", "q8_0"): 1,
+        ("token_embd.weight", "q5_0"): 1,
+        ("attn_q.weight", "q5_0"): 36,
+        ("attn_k.weight", "q5_0"): 36,
+        ("attn_v.weight", "q8_0"): 18,
+        ("attn_v.weight", "q5_0"): 18,
+        ("ffn_gate_exps.weight", "q5_0"): 36,
+        ("ffn_up_exps.weight", "q5_0"): 36,
+        ("ffn_down_exps.weight", "q8_0"): 18,
+        ("ffn_down_exps.weight", "q5_0"): 18,
+    },
+    "Q2_K": {
+        ("output.weight", "q8_0"): 1,
+        ("token_embd.weight", "q4_0"): 1,
+        ("attn_q.weight", "q4_0"): 36,
+        ("attn_k.weight", "q4_0"): 36,
+        ("attn_v.weight", "q5_0"): 36,
+        ("attn_output.weight", "q3_k"): 36,
+        ("ffn_gate_exps.weight", "q4_0"): 36,
+        ("ffn_up_exps.weight", "q4_0"): 36,
+        ("ffn_down_exps.weight", "q4_0"): 36,
+    },
+    "Q4_0": {("output.weight", "q8_0"): 1},
+}
+
+
+@pytest.mark.parametrize("file_type", sorted(LLAMA_70B))
+def test_llama_3_1_70b_as_llama_cpp_lists_it(file_type: str) -> None:
+    tensors = llama_like(80, hidden=8192, ffn=28672, kv=1024, vocab=128256, dtype="bfloat16")
+    result = tensor_types(file_type, tensors, n_head=64, n_head_kv=8, n_layer=80)
+    assert raised_counts(result, file_type.lower()[:4]) == LLAMA_70B[file_type]
+
+
+@pytest.mark.parametrize("file_type", sorted(GPT_OSS_120B))
+def test_gpt_oss_120b_as_llama_cpp_lists_it(file_type: str) -> None:
+    result = tensor_types(
+        file_type, gpt_oss_120b(), n_head=64, n_head_kv=8, n_expert=128, n_layer=36, arch="gpt-oss"
+    )
+    assert raised_counts(result, file_type.lower()[:4]) == GPT_OSS_120B[file_type]
