@@ -20,12 +20,29 @@ from lazyparams.errors import ConvertError
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.gguf_metadata import read_gguf_metadata
 from lazyparams.io.model_config import ModelFolder
-from lazyparams.targets.llamacpp.mixtures import QUANTIZATION_VERSION, tensor_types
+from lazyparams.targets.llamacpp.mixtures import QUANTIZATION_VERSION, load_order, tensor_types
 from lazyparams.targets.llamacpp.outtype import OutputType, converter_dtype, output_type
 
 FLOATS = ("float32", "float16", "bfloat16")
+QUANTIZATION_KEY = "general.quantization_version"
+FILE_TYPE_KEY = "general.file_type"
 KEPT_F32 = ("ffn_gate_inp.weight", "position_embd.weight", "token_types.weight")
 """Tensors llama.cpp's converter keeps in F32 whatever the output type (routers, positions)."""
+
+
+def as_quantized(metadata: Mapping[str, GGUFValue], file_type: int) -> dict[str, GGUFValue]:
+    """KV pairs as llama-quantize writes them: every pair of its input in order, then
+    `general.quantization_version` and `general.file_type` (moved to the end, new values)."""
+    meta = {k: v for k, v in metadata.items() if k not in (QUANTIZATION_KEY, FILE_TYPE_KEY)}
+    meta[QUANTIZATION_KEY] = GGUFValue(QUANTIZATION_VERSION, GGUFValueType.UINT32)
+    meta[FILE_TYPE_KEY] = GGUFValue(file_type, GGUFValueType.UINT32)
+    return meta
+
+
+def in_load_order(outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Outputs in the order llama-quantize writes tensors: outside layers first, then by
+    layer, each group by name."""
+    return {name: outputs[name] for name in sorted(outputs, key=load_order)}
 
 
 def gguf_source(folder: ModelFolder) -> Path | None:
@@ -96,14 +113,11 @@ class Retyped:
             if tensor.dtype != dtype and tensor.dtype not in FLOATS:
                 tensor = tensor.astype("float32")
             out[name] = tensor if tensor.dtype == dtype else tensor.astype(dtype)
-        return out
+        return in_load_order(out)
 
     def metadata(self, outputs: Sequence[Any]) -> dict[str, GGUFValue]:
         """The file's KV pairs, with the new file type and the quantization version."""
-        meta = dict(self.metadata_in)
-        meta["general.file_type"] = GGUFValue(self.out.file_type, GGUFValueType.UINT32)
-        meta["general.quantization_version"] = GGUFValue(QUANTIZATION_VERSION, GGUFValueType.UINT32)
-        return meta
+        return as_quantized(self.metadata_in, self.out.file_type)
 
     def rows(self) -> list[tuple[str, str]]:
         """What `plan` says of the source and the type."""

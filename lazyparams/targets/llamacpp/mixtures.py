@@ -183,7 +183,7 @@ def tensor_types(
         n_attention_wv=sum(_category(name) == "attn_v" for name in names),
     )
     chosen = {}
-    for name, shape, dtype in sorted(tensors, key=lambda tensor: _load_order(tensor[0])):
+    for name, shape, dtype in sorted(tensors, key=lambda tensor: load_order(tensor[0])):
         chosen[name] = mixture.choose(name, tuple(shape), dtype)
     return {name: chosen[name] for name in names}
 
@@ -237,7 +237,7 @@ def _is_70b(arch: str, n_layer: int, n_head: int, n_head_kv: int, n_expert: int)
     return arch != "llama" or (n_expert != 8 and n_head != n_head_kv)
 
 
-def _load_order(name: str) -> tuple[int, str]:
+def load_order(name: str) -> tuple[int, str]:
     """llama.cpp's tensor order: tensors outside blocks first, then by block number, then name."""
     match = _LAYER_PREFIX.match(name)
     return (int(match.group(1)) if match else -1, name)

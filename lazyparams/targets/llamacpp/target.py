@@ -19,7 +19,12 @@ from lazyparams.errors import ConvertError
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.model_config import ModelFolder
 from lazyparams.targets.llamacpp.architectures import architecture_of
-from lazyparams.targets.llamacpp.from_gguf import Retyped, gguf_source
+from lazyparams.targets.llamacpp.from_gguf import (
+    Retyped,
+    as_quantized,
+    gguf_source,
+    in_load_order,
+)
 from lazyparams.targets.llamacpp.hparams import (
     HIDDEN_KEYS,
     first_present,
@@ -92,7 +97,8 @@ class GGUFTarget:
         out: dict[str, Any] = dict(_extra_tensors(model))
         for name, tensor in built.items():
             out[name] = tensor if tensor.dtype == dtypes[name] else tensor.astype(dtypes[name])
-        return out
+        # a llama-quantize type writes the file llama-quantize would, tensors in its order
+        return out if model.out.dtype is not None else in_load_order(out)
 
     def metadata(
         self, folder: ModelFolder, inputs: Mapping[str, Any], outputs: Sequence[Any]
@@ -109,7 +115,7 @@ class GGUFTarget:
         meta = general_metadata(folder.path, model.arch.gguf_arch, parameter_counts(shapes))
         meta.update(model_hparams(model.arch, config, path, model.out.file_type))
         meta.update(tokenizer_metadata(folder.path, config, model.arch.gguf_arch, pre=self.pre))
-        return meta
+        return meta if model.out.dtype is not None else as_quantized(meta, model.out.file_type)
 
     def describe(
         self, folder: ModelFolder, inputs: Mapping[str, Any], outputs: Sequence[Any]
