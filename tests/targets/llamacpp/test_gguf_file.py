@@ -118,6 +118,10 @@ def test_quantized_file_equals_ggml_reference(
         fields["general.file_type"]
         == gguf.LlamaFileType["MOSTLY_" + ("Q8_0" if file_type == "q8_0" else file_type)]
     )
+    if file_type != "q8_0":  # llama-quantize's layout: its tensor order, these two keys last
+        assert list(fields)[-2:] == ["general.quantization_version", "general.file_type"]
+        names = [t.name for t in reader.tensors]
+        assert names[:2] == ["output.weight", "output_norm.weight"]
     quantized, kinds = 0, set()
     for tensor in reader.tensors:
         name = tensor.tensor_type.name.lower()
