@@ -49,6 +49,7 @@ def timed(command: list[str], cwd: Path | None = None) -> tuple[float, int, int]
 
 
 def lazyparams_run(model: Path, out: Path, type_name: str, workers: int) -> Run:
+    out.unlink(missing_ok=True)
     command = [
         sys.executable,
         "-m",
@@ -90,6 +91,7 @@ def quantize_run(args: argparse.Namespace, bf16: Path, out: Path, type_name: str
     tool = "llama-quantize (from the converter's bf16)"
     if args.quantize is None or not bf16.is_file():
         return Run(tool, None, None, "skipped: no --quantize or no bf16 file")
+    out.unlink(missing_ok=True)
     command = [args.quantize, str(bf16), str(out), type_name, str(args.threads)]
     wall, rss, code = timed(command)
     return Run(tool, wall, rss) if code == 0 else Run(tool, None, None, f"skipped: exit {code}")
