@@ -37,14 +37,18 @@ class Run:
 
 
 def timed(command: list[str], cwd: Path | None = None) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS bytes, exit code) of `command` in a fresh process."""
+    """(wall seconds, peak RSS bytes, exit code) of `command` in a fresh process; a failing
+    command's last lines of stderr are shown."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - started
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0 and process.stderr is not None:
-        sys.stderr.write(process.stderr.read().decode(errors="replace")[-2000:])
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            errors.seek(0)
+            tail = errors.read().decode(errors="replace").splitlines()[-20:]
+            sys.stderr.write(f"{' '.join(command)}: exit {code}\n" + "\n".join(tail) + "\n")
     return wall, usage.ru_maxrss * 1024, code
 
 
