@@ -17,6 +17,7 @@ from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.op_registry import OpParam
 from lazyparams.ir.struct_info import (
     ObjectStructInfo,
+    PrimStructInfo,
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
@@ -37,8 +38,8 @@ def _infer_call_tir(call: Call) -> StructInfo:
     if not isinstance(sinfo, TupleStructInfo):
         fail("call_tir", f"expected the arguments as a tuple, got {describe(sinfo)}")
     for i, f in enumerate(sinfo.fields):
-        if not isinstance(f, TensorStructInfo | ObjectStructInfo):
-            fail("call_tir", f"expected argument {i} to be a tensor, got {describe(f)}")
+        if not isinstance(f, TensorStructInfo | ObjectStructInfo | PrimStructInfo):
+            fail("call_tir", f"expected argument {i} to be a tensor or prim, got {describe(f)}")
     if not call.sinfo_args:
         fail("call_tir", "expected out_sinfo, got none")
     for s in call.sinfo_args:

@@ -79,6 +79,8 @@ class RelaxExprParser:
     def expr(self, node: ast.AST) -> Expr:
         """The Relax expression `node` spells."""
         if isinstance(node, ast.Name):
+            if node.id in self.symbols and node.id not in self.vars:
+                return PrimValue(self.symbols[node.id])  # TVM: a PrimExpr as a Relax value
             return self.var(node)
         if isinstance(node, ast.Attribute):
             return self.global_var(node)
@@ -103,6 +105,12 @@ class RelaxExprParser:
         """The var a name refers to; dataflow vars are out of reach after their block."""
         if node.id in self.vars:
             return self.vars[node.id]
+        if node.id in self.symbols:
+            raise self.src.error(
+                node,
+                f"symbolic var {node.id!r} used as a Relax value; expected a var here, or "
+                f"R.prim_value({node.id})",
+            )
         if node.id in self.hidden:
             raise self.src.error(node, self.hidden[node.id])
         raise self.src.error(

@@ -115,11 +115,17 @@ class LazyTransformParams(Pass):
 
 def honest_purity(func: Function) -> Function:
     """`func` marked impure and without dataflow blocks when it calls anything impure;
-    itself otherwise."""
+    itself otherwise. `relax.force_pure` goes: it claims a purity the function no longer has
+    (TVM's well_formed refuses it on an impure function)."""
     if not any(isinstance(b.value, Call) and not is_pure_call(b.value) for b in func.bindings()):
         return func
-    impure = Function(func.params, func.body, func.ret_struct_info, False, func.attrs)
+    attrs = {k: v for k, v in func.attrs.items() if k != FORCE_PURE}
+    impure = Function(func.params, func.body, func.ret_struct_info, False, attrs)
     return to_non_dataflow(impure)
+
+
+FORCE_PURE = "relax.force_pure"
+"""The attr that declares a function pure whatever it calls."""
 
 
 def _flag(what: str, value: object) -> bool:
