@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lazyparams.errors import ParseError, RuntimeExecError
+from lazyparams.errors import LazyParamsError, ParseError, RuntimeExecError
 from lazyparams.ir import PrimStructInfo, PrimValue, assert_structural_equal
 from lazyparams.ir.expr import Function
 from lazyparams.ir.struct_info import FuncStructInfo, ObjectStructInfo
@@ -177,3 +177,87 @@ def test_tvm_reads_our_print_of_the_match_buffer_module_and_computes_the_same() 
     assert sorted(got) == sorted(expected) == [0, 1]
     for index, value in expected.items():
         np.testing.assert_array_equal(got[index], value)
+
+
+TIR_VARS_MODULE = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def row(A: T.Buffer((4, 3), "float32"), B: T.Buffer((3,), "float32"), k: T.int64):
+        for j in range(3):
+            with T.block("row"):
+                vj = T.axis.remap("S", [j])
+                B[vj] = A[k, vj]
+
+    @R.function
+    def main(x: R.Tensor((4, 3), "float32"), s: R.Shape(["k"])):
+        k = T.int64()
+        cls = Module
+        y = R.call_tir(cls.row, x, R.Tensor((3,), "float32"), tir_vars=R.shape([k]))
+        return y
+"""
+
+
+def test_tir_vars_pass_ints_after_the_outputs() -> None:
+    mod = parse(TIR_VARS_MODULE)
+    x = np.arange(12, dtype="float32").reshape(4, 3)
+    np.testing.assert_array_equal(VirtualMachine(mod)["main"](x, (2,)), x[2])
+    text = mod.script()
+    assert "tir_vars=R.shape([k])" in text and "(x,)" in text  # the lone operand is a tuple
+    assert_structural_equal(parse(text), mod)
+
+
+def test_tvm_spelling_refuses_tir_vars() -> None:
+    with pytest.raises(LazyParamsError, match=r"tir_vars= in TVM 0\.27's spelling"):
+        parse(TIR_VARS_MODULE).script(flavor="tvm")
+
+
+def test_tir_vars_count_against_the_prim_func_params() -> None:
+    text = TIR_VARS_MODULE.replace("R.shape([k])", "R.shape([k, k])")
+    with pytest.raises(RuntimeExecError, match="got 1 inputs and 1 outputs and 2 tir_vars"):
+        VirtualMachine(parse(text))
+
+
+SLICE = """
+@R.function
+def f(x: R.Tensor((4,), "float32")):
+    y = R.strided_slice(x, [0], [1], [9]{extra})
+    return y
+"""
+
+
+def test_assume_inbound_is_read_and_the_slice_clamps_either_way() -> None:
+    plain = parse(SLICE.format(extra=""))
+    x = np.arange(4, dtype="float32")
+    for flag in ("True", "False"):
+        mod = parse(SLICE.format(extra=f", assume_inbound={flag}"))
+        assert_structural_equal(mod, plain)
+        np.testing.assert_array_equal(VirtualMachine(mod)["f"](x), x[1:])
+    with pytest.raises(ParseError, match="assume_inbound: expected True or False, got 1"):
+        parse(SLICE.format(extra=", assume_inbound=1"))
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        (
+            'y = R.call_pure_packed("f", x, sinfo_args=R.Object)',
+            "R.call_pure_packed is not supported: a packed call declared pure",
+        ),
+        (
+            'y = R.memory.alloc_storage(R.shape([4]), 0, "global", "float32")',
+            "R.memory.alloc_storage is not supported: explicit storage",
+        ),
+        ('y = R.assert_op(R.const(True), format="x")', "R.assert_op is not supported"),
+        (
+            'y = metadata["ir.GenericConst"][0]',
+            "metadata['ir.GenericConst'][0] refers to TVM's metadata section",
+        ),
+    ],
+    ids=["call_pure_packed", "memory", "assert_op", "metadata"],
+)
+def test_tvm_constructs_without_meaning_here_are_named(statement: str, message: str) -> None:
+    text = f'@R.function\ndef f(x: R.Tensor((3,), "float32")):\n    {statement}\n    return y\n'
+    with pytest.raises(ParseError, match="<string>:3:9") as err:
+        parse(text)
+    assert message in err.value.reason
