@@ -122,14 +122,16 @@ def call_tir(
     inputs = [args] if isinstance(args, Tensor) else list(args)
     tensors = [tensor_operand(a, what) for a in inputs]
     tracer = tensors[0].tracer if tensors else active_tracer(what)
+    if len(func.buffers) != len(func.params):
+        raise trace_error(what, "expected a PrimFunc of buffer params only, got scalar params")
     if len(func.params) <= len(tensors):
         raise trace_error(
             what,
             f"expected fewer than {len(func.params)} arguments (outputs are the last "
             f"params), got {len(tensors)}",
         )
-    dims = _bind_inputs(func.params[: len(tensors)], tensors, what)
-    outputs = _kernel_outputs(func.params[len(tensors) :], dims, out_shape, out_dtype, what)
+    dims = _bind_inputs(func.buffers[: len(tensors)], tensors, what)
+    outputs = _kernel_outputs(func.buffers[len(tensors) :], dims, out_shape, out_dtype, what)
     symbol = func.attrs.get("global_symbol")
     gvar = tracer.kernel_var(func, name or (symbol if isinstance(symbol, str) else "kernel"))
     call = checked(what, lambda: op.call_tir(gvar, [t.var for t in tensors], outputs))

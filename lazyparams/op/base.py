@@ -146,13 +146,13 @@ def make_call(
     sinfo_args: Sequence[StructInfo] = (),
 ) -> Call:
     """Build `R.<name>(*args, **attrs)` and run its inference now, so a bad call fails here."""
-    expr_params = [p.name for p in _definition(name).params if p.kind == "expr"]
-    if len(args) != len(expr_params):
-        fail(
-            name,
-            f"expected {len(expr_params)} operands ({', '.join(expr_params)}), got {len(args)}",
-        )
-    for pname, arg in zip(expr_params, args, strict=True):
+    operands = [p for p in _definition(name).params if p.kind == "expr"]
+    expr_params = [p.name for p in operands]
+    required = sum(1 for p in operands if p.required)  # optional operands come last
+    if not required <= len(args) <= len(expr_params):
+        count = f"{required} to {len(expr_params)}" if required < len(expr_params) else required
+        fail(name, f"expected {count} operands ({', '.join(expr_params)}), got {len(args)}")
+    for pname, arg in zip(expr_params, args, strict=False):
         if not isinstance(arg, Expr):
             fail(name, f"expected {pname} to be a Relax expression, got {type(arg).__name__}")
     if sinfo_args and name not in SINFO_ARG_KEYWORDS:

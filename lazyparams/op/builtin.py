@@ -17,6 +17,8 @@ from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.op_registry import OpParam
 from lazyparams.ir.struct_info import (
     ObjectStructInfo,
+    PrimStructInfo,
+    ShapeStructInfo,
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
@@ -37,8 +39,10 @@ def _infer_call_tir(call: Call) -> StructInfo:
     if not isinstance(sinfo, TupleStructInfo):
         fail("call_tir", f"expected the arguments as a tuple, got {describe(sinfo)}")
     for i, f in enumerate(sinfo.fields):
-        if not isinstance(f, TensorStructInfo | ObjectStructInfo):
-            fail("call_tir", f"expected argument {i} to be a tensor, got {describe(f)}")
+        if not isinstance(f, TensorStructInfo | ObjectStructInfo | PrimStructInfo):
+            fail("call_tir", f"expected argument {i} to be a tensor or prim, got {describe(f)}")
+    if len(call.args) > 2 and not isinstance(operand(call, 2), ShapeStructInfo):
+        fail("call_tir", f"expected tir_vars as R.shape([...]), got {describe(operand(call, 2))}")
     if not call.sinfo_args:
         fail("call_tir", "expected out_sinfo, got none")
     for s in call.sinfo_args:
@@ -54,7 +58,8 @@ def _infer_call_tir(call: Call) -> StructInfo:
 def call_tir(
     func: GlobalVar, args: Expr | Sequence[Expr], out_sinfo: StructInfo | Sequence[StructInfo]
 ) -> Call:
-    """`R.call_tir(cls.f, (x, y), out_sinfo=...)`: run a PrimFunc into fresh output tensors.
+    """`R.call_tir(cls.f, (x, y), out_sinfo=...)`: run a PrimFunc into fresh output tensors
+    (`tir_vars=R.shape([n])` in script passes ints to the PrimFunc's trailing scalar params).
 
     A list of operands becomes a Tuple, as does a single operand that is not tuple-typed.
     """
@@ -123,7 +128,15 @@ def call_packed(
 
 
 register(
-    OpDef("call_tir", (OpParam("func", "expr"), OpParam("args", "expr")), _infer_call_tir),
+    OpDef(
+        "call_tir",
+        (
+            OpParam("func", "expr"),
+            OpParam("args", "expr"),
+            OpParam("tir_vars", "expr", required=False),
+        ),
+        _infer_call_tir,
+    ),
     OpDef("vm.kill_object", (OpParam("x", "expr"),), _infer_kill_object, pure=False),
     OpDef("builtin.stop_lift_params", (OpParam("x", "expr"),), _infer_stop_lift_params),
 )

@@ -26,7 +26,7 @@ from lazyparams.ir.functor import ExprVisitor
 from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.module import IRModule
 from lazyparams.ir.prim import IntImm
-from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
+from lazyparams.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from lazyparams.runtime.kernels import KERNELS
 from lazyparams.tir.kernel import PrimFuncKernel
 
@@ -99,16 +99,27 @@ class _Checker(ExprVisitor):
                 )
         kernel = self.prims[func.name_hint]
         n_inputs = _arity(call)
-        if n_inputs is not None and n_inputs + len(outputs) != len(kernel.func.params):
+        n_scalars = _tir_var_count(call)
+        if n_inputs is not None and n_inputs + len(outputs) + n_scalars != len(kernel.func.params):
+            scalars = (" and tir_vars", f" and {n_scalars} tir_vars") if n_scalars else ("", "")
             self.fail(
                 f"call_tir of {func.name_hint} expected {len(kernel.func.params)} inputs "
-                f"and outputs, got {n_inputs} inputs and {len(outputs)} outputs"
+                f"and outputs{scalars[0]}, got {n_inputs} inputs and {len(outputs)} outputs"
+                f"{scalars[1]}"
             )
         if n_inputs is not None and any(i < n_inputs for i in kernel.written):
             self.fail(
                 f"call_tir of {func.name_hint}: expected the PrimFunc to write only its "
                 "outputs, got one that writes an input"
             )
+
+
+def _tir_var_count(call: Call) -> int:
+    """How many ints `tir_vars=R.shape([...])` passes after the outputs."""
+    if len(call.args) < 3:
+        return 0
+    sinfo = struct_info_of(call.args[2])
+    return sinfo.ndim if isinstance(sinfo, ShapeStructInfo) and sinfo.ndim >= 0 else 0
 
 
 def _arity(call: Call) -> int | None:

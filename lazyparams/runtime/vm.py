@@ -375,8 +375,9 @@ class VirtualMachine:
             inputs = (inputs,)
         sinfos, as_tuple = call_tir_outputs(call)
         outputs = [self._allocate(s, frame.symbols, where) for s in sinfos]
+        scalars = self._eval(frame, call.args[2], where) if len(call.args) > 2 else ()
         try:
-            self._prims[func.name_hint]([*inputs, *outputs])
+            self._prims[func.name_hint]([*inputs, *outputs, *scalars])
         except RuntimeExecError as err:
             raise RuntimeExecError(f"{where}: {err}") from None
         return tuple(outputs) if as_tuple else outputs[0]

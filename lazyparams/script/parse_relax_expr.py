@@ -25,12 +25,18 @@ from lazyparams.ir.expr import (
     TupleGetItem,
     Var,
 )
+from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.op_registry import op_info, registered_ops
 from lazyparams.ir.prim import PrimVar
-from lazyparams.ir.struct_info import FuncStructInfo, ObjectStructInfo, StructInfo
+from lazyparams.ir.struct_info import (
+    FuncStructInfo,
+    ObjectStructInfo,
+    StructInfo,
+    TupleStructInfo,
+)
 from lazyparams.op import SINFO_ARG_KEYWORDS, const, describe, make_call
 from lazyparams.script.parse_prim import SymParser, dtype_arg, literal, number
-from lazyparams.script.parse_sinfo import SInfoParser
+from lazyparams.script.parse_sinfo import SInfoParser, bool_arg
 from lazyparams.script.source import Source, bind_call, show
 
 _T = TypeVar("_T")
@@ -44,6 +50,16 @@ _STATEMENT_ONLY = {
     "R.dataflow": "as with R.dataflow():",
     "R.func_attr": "as a statement of the function body",
 }
+
+_UNSUPPORTED = {
+    "R.call_pure_packed": "a packed call declared pure has no meaning here (an extern's purity "
+    "is not overridden); expected R.call_packed(...) in a function with pure=False",
+    "R.memory": "explicit storage (R.memory.*) belongs to modules lowered for TVM's VM; "
+    "lazyparams' VM allocates by itself; expected the module before memory planning",
+    "R.assert_op": "runtime assertions are not supported; expected the module without them "
+    "(a loaded weight is checked by R.match_cast)",
+}
+"""TVM constructs with no meaning here, by spelling (or namespace prefix), and why."""
 
 
 @dataclass
@@ -79,6 +95,8 @@ class RelaxExprParser:
     def expr(self, node: ast.AST) -> Expr:
         """The Relax expression `node` spells."""
         if isinstance(node, ast.Name):
+            if node.id in self.symbols and node.id not in self.vars:
+                return PrimValue(self.symbols[node.id])  # TVM: a PrimExpr as a Relax value
             return self.var(node)
         if isinstance(node, ast.Attribute):
             return self.global_var(node)
@@ -103,6 +121,12 @@ class RelaxExprParser:
         """The var a name refers to; dataflow vars are out of reach after their block."""
         if node.id in self.vars:
             return self.vars[node.id]
+        if node.id in self.symbols:
+            raise self.src.error(
+                node,
+                f"symbolic var {node.id!r} used as a Relax value; expected a var here, or "
+                f"R.prim_value({node.id})",
+            )
         if node.id in self.hidden:
             raise self.src.error(node, self.hidden[node.id])
         raise self.src.error(
@@ -127,6 +151,12 @@ class RelaxExprParser:
         return gvar
 
     def _getitem(self, node: ast.Subscript) -> Expr:
+        if isinstance(node.value, ast.Subscript) and show(node.value.value) == "metadata":
+            raise self.src.error(
+                node,
+                f"{show(node)} refers to TVM's metadata section, which is not read here; "
+                "expected the constant inline, as R.const(...)",
+            )
         index = node.slice
         if not (isinstance(index, ast.Constant) and type(index.value) is int and index.value >= 0):
             raise self.src.error(
@@ -143,6 +173,9 @@ class RelaxExprParser:
             return self._call_value(node)
         if name in self._leaves:
             return self._leaves[name](node)
+        refusal = _UNSUPPORTED.get(name) or _UNSUPPORTED.get(name.rpartition(".")[0])
+        if refusal is not None:
+            raise self.src.error(node.func, f"{name} is not supported: {refusal}")
         if name in _STATEMENT_ONLY:
             raise self.src.error(node, f"{name} is only valid {_STATEMENT_ONLY[name]}")
         op_name = name[2:]
@@ -154,18 +187,40 @@ class RelaxExprParser:
     def op_call(self, name: str, node: ast.Call) -> Call:
         """`R.<op>(...)`: operands and attrs mapped through the op's registered params."""
         params = op_info(name).params
+        if name == "strided_slice":
+            node = self._without_assume_inbound(node)
         sinfo_kw = SINFO_ARG_KEYWORDS.get(name, "sinfo_args")
         required = [p.name for p in params if p.required]
-        names = [p.name for p in params] + [sinfo_kw]
+        # an optional operand (call_tir's tir_vars) comes after the struct info, as in TVM
+        optional = [p.name for p in params if p.kind == "expr" and not p.required]
+        names = [p.name for p in params if p.name not in optional] + [sinfo_kw, *optional]
         bound = bind_call(
             self.src, node, names, required=required, aliases=SINFO_ALIASES, what=f"R.{name}"
         )
         args = [self.expr(bound[p.name]) for p in params if p.kind == "expr" and p.name in bound]
+        if name == "call_tir" and len(args) > 1:
+            args[1] = self._operand_tuple(node, args[1])
         attrs = {
             p.name: self.attr(bound[p.name]) for p in params if p.kind == "attr" and p.name in bound
         }
         sinfo = self.sinfo.parse_list(bound[sinfo_kw]) if sinfo_kw in bound else ()
         return self.checked(node, lambda: make_call(name, args, attrs, sinfo))
+
+    def _without_assume_inbound(self, node: ast.Call) -> ast.Call:
+        """`R.strided_slice(..., assume_inbound=True)` checked and dropped: the slice clamps
+        out-of-range bounds either way, which is what an in-bounds promise permits too."""
+        kept = []
+        for kw in node.keywords:
+            if kw.arg == "assume_inbound":
+                bool_arg(self.src, kw.value, "R.strided_slice assume_inbound", False)
+            else:
+                kept.append(kw)
+        return ast.copy_location(ast.Call(func=node.func, args=node.args, keywords=kept), node)
+
+    def _operand_tuple(self, node: ast.Call, operands: Expr) -> Expr:
+        """call_tir's operands as a tuple: a single tensor operand is wrapped, as TVM does."""
+        sinfo = self.checked(node, lambda: struct_info_of(operands))
+        return operands if isinstance(sinfo, TupleStructInfo) else Tuple((operands,))
 
     def attr(self, node: ast.AST) -> Any:
         """A static attr value: literal, list of them, symbolic dim expression or R.shape."""

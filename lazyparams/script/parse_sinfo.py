@@ -25,7 +25,8 @@ from lazyparams.script.parse_prim import PrimParser, dtype_arg
 from lazyparams.script.source import Source, bind_call, show
 
 EXPECTED = (
-    "expected R.Tensor(...), R.Tuple(...), R.Object, R.Prim(...), R.Shape(...) or R.Callable(...)"
+    "expected R.Tensor(...), R.Tuple(...), R.Object, R.Prim(...), R.Shape(...), R.Callable(...) "
+    "or a dtype such as T.int64"
 )
 
 
@@ -46,9 +47,13 @@ class SInfoParser:
         }
 
     def parse(self, node: ast.expr) -> StructInfo:
-        """The struct info `node` spells; a bare `R.Tensor` or `R.Tuple` has no arguments."""
+        """The struct info `node` spells; a bare `R.Tensor` or `R.Tuple` has no arguments, and
+        a bare dtype such as `T.int64` (TVM's spelling of a prim param) is `R.Prim("int64")`."""
         func = node.func if isinstance(node, ast.Call) else node
-        form = self._forms.get(self.src.qualname(func) or "")
+        name = self.src.qualname(func) or ""
+        if name.startswith("T.") and is_dtype(name[2:]) and not isinstance(node, ast.Call):
+            return PrimStructInfo(name[2:])
+        form = self._forms.get(name)
         if form is None:
             raise self.src.error(node, f"{EXPECTED}, got {show(node)}")
         if not isinstance(node, ast.Call):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Literal
 
-from lazyparams.ir.dtype import is_int
+from lazyparams.ir.dtype import is_dtype, is_int
 from lazyparams.ir.prim import IntImm, PrimExpr, PrimVar, StringImm, Sub
 from lazyparams.script.parse_block import BlockParts
 from lazyparams.script.parse_prim import PrimParser, SymParser, dtype_arg, number
@@ -56,37 +56,111 @@ class TirParser(PrimParser):
         self.extents: dict[PrimVar, PrimExpr] = {}
 
     def parse(self, node: ast.FunctionDef) -> PrimFunc:
-        """Step 1 declarations, 2 buffer params, 3 attrs and body."""
-        body = list(node.body)
-        while body and (decl := symbol_decl(self.src, body[0])) is not None:
-            self.symbols[decl[0]] = decl[1]
-            body.pop(0)
-        params = tuple(self._param(a) for a in node.args.args)
+        """Step 1 the header (declarations, match_buffers, attrs), 2 params, 3 the body."""
         if node.args.vararg or node.args.kwarg or node.args.kwonlyargs or node.args.defaults:
             raise self.src.error(node, f"function {node.name}: expected buffer parameters only")
+        handles = {a.arg for a in node.args.args if self._is_handle(a.annotation)}
+        scalars = {a.arg: self._scalar(a) for a in node.args.args if self._scalar_dtype(a)}
+        self.symbols.update(scalars)
+        body = list(node.body)
         attrs: dict[str, Any] = {}
-        while (
-            body
-            and isinstance(body[0], ast.Expr)
-            and self.src.callee(body[0].value) == "T.func_attr"
-        ):
-            call = body.pop(0)
-            assert isinstance(call, ast.Expr) and isinstance(call.value, ast.Call)
-            attrs.update(func_attrs(self.src, call.value, "T.func_attr"))
+        matched: dict[str, Buffer] = {}
+        while body and self._header(body[0], handles, attrs, matched):
+            body.pop(0)
+        params = tuple(scalars.get(a.arg) or self._param(a, matched) for a in node.args.args)
         return PrimFunc(params, self.stmts(body), attrs)
 
-    def _param(self, arg: ast.arg) -> Buffer:
+    def _header(
+        self, stmt: ast.stmt, handles: set[str], attrs: dict[str, Any], matched: dict[str, Buffer]
+    ) -> bool:
+        """Read one header statement (`n = T.int64()`, `A = T.match_buffer(h, ...)` or
+        `T.func_attr({...})`); False at the first statement of the body proper."""
+        if (decl := symbol_decl(self.src, stmt)) is not None:
+            self.symbols[decl[0]] = decl[1]
+        elif isinstance(stmt, ast.Expr) and self.src.callee(stmt.value) == "T.func_attr":
+            assert isinstance(stmt.value, ast.Call)
+            attrs.update(func_attrs(self.src, stmt.value, "T.func_attr"))
+        elif isinstance(stmt, ast.Assign) and self.src.callee(stmt.value) == "T.match_buffer":
+            self._match_buffer(stmt, handles, matched)
+        else:
+            return False
+        return True
+
+    def _match_buffer(
+        self, stmt: ast.Assign, handles: set[str], matched: dict[str, Buffer]
+    ) -> None:
+        """`A = T.match_buffer(var_a, shape, dtype)`: the buffer a `T.handle` param stands for."""
+        target = stmt.targets[0]
+        assert isinstance(stmt.value, ast.Call)
+        args = bind_call(
+            self.src,
+            stmt.value,
+            ["param", "shape", "dtype"],
+            required=["param", "shape"],
+            what="T.match_buffer",
+        )
+        handle = args["param"]
+        if not (isinstance(target, ast.Name) and len(stmt.targets) == 1):
+            raise self.src.error(stmt, f"T.match_buffer: expected one name bound, got {show(stmt)}")
+        if not (isinstance(handle, ast.Name) and handle.id in handles):
+            raise self.src.error(
+                handle, f"T.match_buffer: expected a T.handle parameter, got {show(handle)}"
+            )
+        if handle.id in matched:
+            raise self.src.error(stmt, f"T.match_buffer: parameter {handle.id} is matched twice")
+        matched[handle.id] = self._buffer(target.id, args, "T.match_buffer")
+
+    def _scalar_dtype(self, arg: ast.arg) -> str | None:
+        """`int64` for a scalar param `n: T.int64`, else None."""
+        name = self.src.qualname(arg.annotation) if arg.annotation is not None else None
+        return name[2:] if name and name.startswith("T.") and is_dtype(name[2:]) else None
+
+    def _scalar(self, arg: ast.arg) -> PrimVar:
+        """The PrimVar of a scalar param; an integer one, as TIR indices and extents need."""
+        dtype = self._scalar_dtype(arg)
+        assert dtype is not None
+        if not is_int(dtype):
+            raise self.src.error(
+                arg,
+                f"parameter {arg.arg}: expected an integer scalar such as T.int64, got T.{dtype}",
+            )
+        return PrimVar(arg.arg, dtype)
+
+    def _is_handle(self, ann: ast.expr | None) -> bool:
+        return ann is not None and self.src.qualname(ann) == "T.handle"
+
+    def _param(self, arg: ast.arg, matched: dict[str, Buffer]) -> Buffer:
+        """A `T.Buffer(...)` param, or a `T.handle` one through its `T.match_buffer`."""
         ann = arg.annotation
+        if self._is_handle(ann):
+            if arg.arg not in matched:
+                raise self.src.error(
+                    arg,
+                    f"parameter {arg.arg}: T.handle without a T.match_buffer; expected "
+                    f'{arg.arg}_buf = T.match_buffer({arg.arg}, (3, 16), "float32")',
+                )
+            return matched[arg.arg]
         if ann is None or self.src.callee(ann) != "T.Buffer":
             got = show(ann) if ann is not None else "no annotation"
             raise self.src.error(
-                ann or arg, f'parameter {arg.arg}: expected T.Buffer((3, 16), "float32"), got {got}'
+                ann or arg,
+                f'parameter {arg.arg}: expected T.Buffer((3, 16), "float32"), T.handle or a '
+                f"scalar such as T.int64, got {got}",
             )
         assert isinstance(ann, ast.Call)
         args = bind_call(self.src, ann, ["shape", "dtype"], required=["shape"], what="T.Buffer")
-        shape = SInfoParser(self.dims).shape(args["shape"], "T.Buffer")
-        dtype = dtype_arg(self.src, args["dtype"], "T.Buffer") if "dtype" in args else "float32"
-        buffer = self.buffers[arg.arg] = Buffer(arg.arg, shape, dtype)
+        return self._buffer(arg.arg, args, "T.Buffer")
+
+    def _buffer(self, name: str, args: dict[str, ast.expr], what: str) -> Buffer:
+        """The buffer `name` of the given shape and dtype (float32 by default)."""
+        if name in self.buffers:
+            raise self.src.error(args["shape"], f"{what}: buffer {name} is declared twice")
+        dims = args["shape"]
+        if not isinstance(dims, ast.Tuple | ast.List):  # T.Buffer(16, "float32"): one dim
+            dims = ast.copy_location(ast.Tuple(elts=[dims], ctx=ast.Load()), dims)
+        shape = SInfoParser(self.dims).shape(dims, what)
+        dtype = dtype_arg(self.src, args["dtype"], what) if "dtype" in args else "float32"
+        buffer = self.buffers[name] = Buffer(name, shape, dtype)
         return buffer
 
     # Scalars -------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def parse_class_node(src: Source, node: ast.ClassDef) -> IRModule:
     decorators = node.decorator_list
     if len(decorators) == 1 and src.callee(decorators[0]) == "I.ir_module":
         _module_options(src, decorators[0])
-    elif [src.qualname(d) for d in decorators] not in ([], ["I.ir_module"]):
+    elif [_module_decorator(src, d) for d in decorators] not in ([], ["I.ir_module"]):
         raise src.error(
             node.decorator_list[0],
             f"expected @I.ir_module on class {node.name}, got {show(node.decorator_list[0])}",
@@ -95,6 +95,11 @@ def parse_class_node(src: Source, node: ast.ClassDef) -> IRModule:
                 f"got {show(stmt)}",
             )
     return _module_of(src, funcs, ModuleContext(node.name), attrs)
+
+
+def _module_decorator(src: Source, deco: ast.expr) -> str | None:
+    """`I.ir_module` for `@I.ir_module` and for TVM's long spelling `@tvm.script.ir_module`."""
+    return "I.ir_module" if ast.unparse(deco) == "tvm.script.ir_module" else src.qualname(deco)
 
 
 def _module_of(

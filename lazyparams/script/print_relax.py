@@ -333,16 +333,23 @@ class RelaxPrinter:
         assert isinstance(call.op, Op)
         params = op_info(call.op).params
         expr_params = [p.name for p in params if p.kind == "expr"]
-        if len(args) != len(expr_params):
+        required = sum(1 for p in params if p.kind == "expr" and p.required)
+        if not required <= len(args) <= len(expr_params):
             raise LazyParamsError(
                 f"cannot print R.{call.op.name} with {len(args)} operands; "
-                f"expected {len(expr_params)}"
+                f"expected {required} to {len(expr_params)}"
             )
+        if len(args) > required and not self.spelling.tir_vars:
+            raise LazyParamsError(
+                f"cannot print R.{call.op.name} with {expr_params[len(args) - 1]}= in TVM 0.27's "
+                "spelling, which has none; expected the ints as R.prim_value operands"
+            )
+        expr_params = expr_params[: len(args)]
         texts = dict(zip(expr_params, args, strict=True))
         texts |= {k: value_text(v, self.prim, lists=True) for k, v in call.attrs.items()}
         parts: list[str] = []
         for p in params:
-            if p.kind == "expr" and len(parts) == params.index(p):
+            if p.kind == "expr" and p.required and len(parts) == params.index(p):
                 parts.append(texts.pop(p.name))
         parts += [f"{k}={v}" for k, v in texts.items()]
         if call.sinfo_args:

@@ -13,6 +13,7 @@ from lazyparams.script.print_relax import INDENT, attrs_lines, wrapped
 from lazyparams.script.spelling import SEED, Spelling
 from lazyparams.tir.nodes import (
     Block,
+    Buffer,
     BufferRegion,
     BufferStore,
     For,
@@ -47,19 +48,25 @@ class TirPrinter:
         func = self.func
         bound = {n.loop_var for n in walk(func.body) if isinstance(n, For)}
         bound |= {n.var for n in walk(func.body) if isinstance(n, IterVar)}
-        symbols = prim_vars(func, bound)
+        scalars = {p for p in func.params if isinstance(p, PrimVar)}
+        symbols = prim_vars(func, bound | scalars)
         for var in symbols:
             self.names.define(var, var.name)
-        params = [
-            f"{self.names.define(b, b.name)}: {self._buffer_type(b.shape, b.dtype)}"
-            for b in func.params
-        ]
+        params = [self._param(p) for p in func.params]
         decorator = self.spelling.prim_func
         self.lines += [decorator, *wrapped(f"def {self.name}(", params, "):", "")]
         self.lines += [f"{INDENT}{self.names[v]} = T.{v.dtype}()" for v in symbols]
         self.lines += [INDENT + line for line in attrs_lines("T.func_attr", func.attrs, self.prim)]
         self.stmt(func.body, 1)
         return self.lines
+
+    def _param(self, param: Buffer | PrimVar) -> str:
+        """`A: T.Buffer((3,), "float32")`, or `n: T.int64` for a scalar param."""
+        if isinstance(param, PrimVar):
+            return f"{self.names.define(param, param.name)}: T.{param.dtype}"
+        return (
+            f"{self.names.define(param, param.name)}: {self._buffer_type(param.shape, param.dtype)}"
+        )
 
     def _buffer_type(self, shape: tuple[PrimExpr, ...], dtype: str) -> str:
         dims = [self.prim(d) if _is_plain_int(d) else quote(self.prim(d)) for d in shape]

@@ -23,6 +23,8 @@ class Spelling:
     sinfo_args: str
     out_sinfo: str
     empty_regions: bool
+    tir_vars: bool
+    """Whether `R.call_tir` has `tir_vars=` (TVM 0.27 passes ints among the operands)."""
 
 
 SEED = Spelling(
@@ -33,6 +35,7 @@ SEED = Spelling(
     sinfo_args="sinfo_args",
     out_sinfo="out_sinfo",
     empty_regions=True,
+    tir_vars=True,
 )
 
 TVM = Spelling(
@@ -43,6 +46,7 @@ TVM = Spelling(
     sinfo_args="ty_args",
     out_sinfo="out_ty",
     empty_regions=False,
+    tir_vars=False,
 )
 
 FLAVORS = {"lazyparams": SEED, "tvm": TVM}

@@ -50,17 +50,29 @@ class PrimFuncKernel:
             )
         symbols: dict[PrimVar, int] = {}
         for buf, arr in zip(params, arrays, strict=True):
+            if isinstance(buf, PrimVar):
+                symbols[buf] = self._scalar(buf, arr)
+                continue
             ok = isinstance(arr, np.ndarray) and arr.dtype == to_numpy(buf.dtype)
             if not ok or arr.ndim != len(buf.shape):
                 self._mismatch(buf, arr)
             for dim, n in zip(buf.shape, arr.shape, strict=True):
                 if isinstance(dim, PrimVar) and symbols.setdefault(dim, n) != n:
                     self._mismatch(buf, arr)
-        bound = dict(zip(params, arrays, strict=True))
+        bound = {b: a for b, a in zip(params, arrays, strict=True) if isinstance(b, Buffer)}
         for buf, arr in bound.items():
             if tuple(_dim_value(d, symbols) for d in buf.shape) != arr.shape:
                 self._mismatch(buf, arr)
         return bound, symbols
+
+    def _scalar(self, param: PrimVar, value: Any) -> int:
+        """The int a scalar param (`n: T.int64`) is called with; anything else is refused."""
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise RuntimeExecError(
+                f"PrimFunc {self.name}: scalar {param.name}: expected an int "
+                f"(R.prim_value), got {type(value).__name__}"
+            )
+        return int(value)
 
     def _mismatch(self, buf: Buffer, arr: Any) -> NoReturn:
         got = (

@@ -124,8 +124,14 @@ class Block(Stmt):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PrimFunc(BaseFunc):
-    """A TIR function over buffers, called from Relax by `R.call_tir` (outputs last)."""
+    """A TIR function over buffers, called from Relax by `R.call_tir` (outputs last); a
+    PrimVar param is a scalar (`n: T.int64`), passed as an `R.prim_value`."""
 
-    params: tuple[Buffer, ...]
+    params: tuple[Buffer | PrimVar, ...]
     body: Stmt
     attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def buffers(self) -> tuple[Buffer, ...]:
+        """The buffer params, without the scalar ones."""
+        return tuple(p for p in self.params if isinstance(p, Buffer))

@@ -203,8 +203,9 @@ class Checker:
     """Refuses, with the place and the reason, anything outside the vectorisable subset."""
 
     def __init__(self, func: PrimFunc, name: str) -> None:
-        self.name, self.params = name, set(func.params)
-        self.symbols = frozenset(d for b in func.params for d in b.shape if isinstance(d, PrimVar))
+        self.name, self.params = name, set(func.buffers)
+        dims = {d for b in func.buffers for d in b.shape if isinstance(d, PrimVar)}
+        self.symbols = frozenset(dims | {p for p in func.params if isinstance(p, PrimVar)})
 
     def fail(self, where: str, message: str) -> None:
         raise RuntimeExecError(f"PrimFunc {self.name}: {where}: {message}")

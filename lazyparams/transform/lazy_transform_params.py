@@ -14,16 +14,29 @@ Steps:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from lazyparams.errors import TransformError
-from lazyparams.ir import Call, DataflowVar, ExternFunc, Function, IRModule, Var, is_pure_call
+from lazyparams.ir import (
+    Call,
+    DataflowVar,
+    ExternFunc,
+    Function,
+    IRModule,
+    MatchCast,
+    PrimStructInfo,
+    ShapeStructInfo,
+    StructInfo,
+    TupleStructInfo,
+    Var,
+    is_pure_call,
+)
 from lazyparams.transform.base import Pass
 from lazyparams.transform.kill_plan import insert_kills, plan_kills
 from lazyparams.transform.lazy_inputs import weight_inputs
 from lazyparams.transform.lazy_rewrite import CallStyle, LazyStyle, rewrite_lazy
 from lazyparams.transform.to_non_dataflow import to_non_dataflow
-from lazyparams.transform.util import func_names_arg, num_input, select_functions
+from lazyparams.transform.util import func_names_arg, num_input, prim_vars, select_functions
 
 
 class LazyTransformParams(Pass):
@@ -92,7 +105,8 @@ class LazyTransformParams(Pass):
         lazy_weights = self.fget_item is not None
         inputs = weight_inputs(func, first if lazy_weights else len(func.params))
         kept = func.params[:first] + tuple(extras.values())
-        params = kept if lazy_weights else kept + func.params[first:]
+        holders = symbolic_var_holders(func, inputs.sinfos) if lazy_weights else ()
+        params = kept + holders if lazy_weights else kept + func.params[first:]
         lazy = rewrite_lazy(func, inputs, self._style(extras), params, context)
         attrs = dict(func.attrs)
         if "num_input" in attrs or extras:
@@ -113,13 +127,44 @@ class LazyTransformParams(Pass):
         return LazyStyle(load, store, return_handles=True, check_loads=self.strict)
 
 
+def symbolic_var_holders(func: Function, sinfos: Sequence[StructInfo]) -> tuple[Var, ...]:
+    """TVM's rule: when `func` defines symbolic vars, every `R.Shape` / `R.Prim` weight (tuple
+    fields flattened) stays a param, `symbolic_var_holder`, after the kept ones, so the caller
+    passes the vars; the weights' dims it defines then need no load."""
+    defined = prim_vars([p.struct_info for p in func.params])
+    defined += [
+        d for b in func.bindings() if isinstance(b, MatchCast) for d in prim_vars(b.struct_info)
+    ]
+    if not defined:
+        return ()
+    return tuple(
+        Var("symbolic_var_holder", s)
+        for s in _leaves(sinfos)
+        if isinstance(s, ShapeStructInfo | PrimStructInfo)
+    )
+
+
+def _leaves(sinfos: Sequence[StructInfo]) -> Iterator[StructInfo]:
+    for sinfo in sinfos:
+        if isinstance(sinfo, TupleStructInfo):
+            yield from _leaves(sinfo.fields)
+        else:
+            yield sinfo
+
+
 def honest_purity(func: Function) -> Function:
     """`func` marked impure and without dataflow blocks when it calls anything impure;
-    itself otherwise."""
+    itself otherwise. `relax.force_pure` goes: it claims a purity the function no longer has
+    (TVM's well_formed refuses it on an impure function)."""
     if not any(isinstance(b.value, Call) and not is_pure_call(b.value) for b in func.bindings()):
         return func
-    impure = Function(func.params, func.body, func.ret_struct_info, False, func.attrs)
+    attrs = {k: v for k, v in func.attrs.items() if k != FORCE_PURE}
+    impure = Function(func.params, func.body, func.ret_struct_info, False, attrs)
     return to_non_dataflow(impure)
+
+
+FORCE_PURE = "relax.force_pure"
+"""The attr that declares a function pure whatever it calls."""
 
 
 def _flag(what: str, value: object) -> bool:

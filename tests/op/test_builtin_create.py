@@ -13,6 +13,7 @@ from lazyparams.ir import (
     ExternFunc,
     GlobalVar,
     PrimValue,
+    ShapeExpr,
     Tuple,
     Var,
     struct_info_of,
@@ -66,8 +67,10 @@ def test_call_tir_bad_input() -> None:
         op.call_tir(F, (t((2,)),), [])
     with raises(r"R.call_tir: expected out_sinfo of tensors \(a list for several\), got R.Object"):
         op.call_tir(F, (t((2,)),), ObjectStructInfo())
-    with raises(r"R.call_tir: expected argument 1 to be a tensor, got R.Prim"):
-        op.call_tir(F, (t((2,)), op.prim_value(3)), OUT)
+    with raises(r"R.call_tir: expected argument 1 to be a tensor or prim, got R.Shape"):
+        op.call_tir(F, (t((2,)), ShapeExpr((IntImm(3, "int64"),))), OUT)
+    with raises(r"R.call_tir: expected tir_vars as R.shape\(\[...\]\), got R.Tensor"):
+        struct_info_of(Call(op.call_tir(F, (), OUT).op, (F, Tuple(()), t((2,))), {}, (OUT,)))
     with raises(r"R.call_tir: expected the arguments as a tuple, got R.Tensor"):
         struct_info_of(Call(op.call_tir(F, (), OUT).op, (F, t((2,))), {}, (OUT,)))
 

@@ -38,7 +38,7 @@ SIGNATURES = {
     "quantize_int4": [("x", "expr"), ("group_size", "attr")],
     "dequantize_int8": [("q", "expr"), ("scale", "expr"), ("axis", "attr")],
     "dequantize_int4": [("packed", "expr"), ("scale", "expr"), ("group_size", "attr")],
-    "call_tir": [("func", "expr"), ("args", "expr")],
+    "call_tir": [("func", "expr"), ("args", "expr"), ("tir_vars", "expr")],
     "vm.kill_object": [("x", "expr")],
 }
 

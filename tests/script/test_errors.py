@@ -56,8 +56,8 @@ CASES = [
     pytest.param(
         relax("y: R.Tensr((3,), 'float32') = x", "return y"),
         (5, 12),
-        "expected R.Tensor(...), R.Tuple(...), R.Object, R.Prim(...), R.Shape(...) or "
-        "R.Callable(...), got R.Tensr((3,), 'float32')",
+        "expected R.Tensor(...), R.Tuple(...), R.Object, R.Prim(...), R.Shape(...), "
+        "R.Callable(...) or a dtype such as T.int64, got R.Tensr((3,), 'float32')",
         id="bad-struct-info",
     ),
     pytest.param(
