@@ -217,7 +217,38 @@ def _checked(value: GGUFValue) -> GGUFValue:
         )
     if len(items) == 0:
         raise _Refused("expected a non-empty list (GGUF arrays are written with at least one item)")
-    return GGUFValue([scalar(item, sub) for item in items], _T.ARRAY, sub)
+    return GGUFValue(_items(items, sub), _T.ARRAY, sub)
+
+
+def _items(items: Any, kind: GGUFValueType) -> list[Any]:
+    """The array's items checked as `kind`; a vocabulary's strings take one pass, not one
+    call per token (a tokenizer holds hundreds of thousands)."""
+    if kind == _T.STRING and all(isinstance(item, str | bytes) for item in items):
+        return list(items)
+    numbers = _numbers(items, kind)
+    return numbers if numbers is not None else [scalar(item, kind) for item in items]
+
+
+def _numbers(items: Any, kind: GGUFValueType) -> list[Any] | None:
+    """A numeric array's items checked at once with numpy, or None to check one by one
+    (which names the first bad item)."""
+    if kind not in INT_RANGES and kind not in FLOAT_TYPES:
+        return None
+    try:
+        array = np.asarray(items)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if array.ndim != 1 or array.dtype.kind not in ("iu" if kind in INT_RANGES else "iuf"):
+        return None
+    if kind in INT_RANGES:
+        low, high = INT_RANGES[kind]
+        fits = low <= int(array.min()) and int(array.max()) <= high
+        return [int(x) for x in array.tolist()] if fits else None
+    values = array.astype(np.float64)
+    finite = values[np.isfinite(values)]
+    if kind == _T.FLOAT32 and finite.size and np.abs(finite).max() > _FLOAT32_MAX:
+        return None
+    return [float(x) for x in values.tolist()]
 
 
 def _writer_sub_type(items: Any) -> GGUFValueType:
