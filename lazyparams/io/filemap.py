@@ -6,6 +6,7 @@ rather than piling up in one whole-file map. Imports numpy only.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import mmap
 import os
@@ -82,8 +83,25 @@ def _frozen(array: Array) -> Array:
 
 
 def write_array_at(fd: int, array: Array, offset: int) -> None:
-    """Write the bytes of `array` (C order) at `offset` of `fd`, looping over short writes."""
+    """Write the bytes of `array` (C order) at `offset` of `fd`, looping over short writes,
+    then start writing them back to disk (see `start_writeback`)."""
     data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
+    start = offset
     while data:
         written = os.pwrite(fd, data, offset)
         data, offset = data[written:], offset + written
+    start_writeback(fd, start, offset - start)
+
+
+WRITEBACK_MIN_BYTES = 1 << 20
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to write these bytes back now, without waiting: the sync that publishes
+    the output then finds them on disk instead of writing the whole file at its end, and the
+    pages leave the cache once written. Small writes are left to the kernel's own timing."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None or length < WRITEBACK_MIN_BYTES:
+        return
+    with contextlib.suppress(OSError):  # advice only: a file system may not take it
+        advise(fd, offset, length, os.POSIX_FADV_DONTNEED)
