@@ -52,22 +52,17 @@ def timed(command: list[str], cwd: Path | None = None) -> tuple[float, int, int]
     return wall, usage.ru_maxrss * 1024, code
 
 
-def lazyparams_run(model: Path, out: Path, type_name: str, workers: int) -> Run:
+def lazyparams_run(
+    model: Path, out: Path, type_name: str, workers: int, budget: str | None = None
+) -> Run:
+    """`lazyparams convert gguf:TYPE` with `workers` (and `--budget` when given)."""
     out.unlink(missing_ok=True)
-    command = [
-        sys.executable,
-        "-m",
-        "lazyparams",
-        "convert",
-        f"gguf:{type_name}",
-        str(model),
-        str(out),
-        "--no-progress",
-        "--workers",
-        str(workers),
-    ]
+    command = [sys.executable, "-m", "lazyparams", "convert", f"gguf:{type_name}"]
+    command += [str(model), str(out), "--no-progress", "--workers", str(workers)]
+    command += ["--budget", budget] if budget else []
     wall, rss, code = timed(command)
     tool = f"lazyparams, {workers} worker{'s' if workers > 1 else ''}"
+    tool += f", --budget {budget}" if budget else ""
     return Run(tool, wall, rss) if code == 0 else Run(tool, None, None, f"exit {code}")
 
 
@@ -126,6 +121,8 @@ def bench_model(args: argparse.Namespace, model: Path, scratch: Path) -> list[st
     bf16 = scratch / f"{model.name}-converter-bf16.gguf"
     for type_name in args.types:
         runs = [lazyparams_run(model, scratch / "lp.gguf", type_name, w) for w in (1, 2)]
+        if args.budget:
+            runs.append(lazyparams_run(model, scratch / "lp.gguf", type_name, 2, args.budget))
         runs.append(converter_run(args, model, scratch / "ref.gguf", type_name))
         rows += table_rows(model, type_name, runs)
         for file in ("lp.gguf", "ref.gguf"):
@@ -151,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--converter-python", default=sys.executable)
     parser.add_argument("--quantize", help="path of llama.cpp's llama-quantize")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--budget", help="also run lazyparams with 2 workers within this budget")
     parser.add_argument("--scratch", type=Path, help="where outputs go (default: a temp folder)")
     args = parser.parse_args(argv)
     print(
