@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io.base import Array, CheckpointSource, SourceBase, TensorInfo
+from lazyparams.io.base import CheckpointSource, TensorInfo
 from lazyparams.io.gguf_format import GGUFSource
 from lazyparams.io.gguf_split import SplitPosition, parse_part_name, part_path
-from lazyparams.io.partial import load_rows
+from lazyparams.io.sharded_source import MultiFileSource
 
 
 def open_gguf(path: str | os.PathLike[str]) -> CheckpointSource:
@@ -45,7 +45,7 @@ def _set_of(file: Path) -> tuple[Path, int] | None:
     return None if parsed is None else (parsed[0], parsed[2])
 
 
-class GGUFSplitSource(SourceBase):
+class GGUFSplitSource(MultiFileSource):
     """Every part of a split GGUF set; names come part by part, each in its file's order.
 
     `weight_map` maps each tensor to the name of the part file that holds it.
@@ -57,8 +57,8 @@ class GGUFSplitSource(SourceBase):
         if position is None:
             given.close()
             raise CheckpointError(f"{path}: has no split.* keys; expected a part of a split GGUF")
-        self.parts: list[GGUFSource] = []
-        self._owner: dict[str, GGUFSource] = {}
+        self._members = []
+        self._owner = {}
         self.weight_map: dict[str, str] = {}
         try:
             paths = _part_paths(Path(path), position)
@@ -72,24 +72,9 @@ class GGUFSplitSource(SourceBase):
             raise
         self._check_total(position)
 
-    def load(self, name: str) -> Array:
-        """Load `name` from the part that holds it."""
-        self.info(name)
-        return self._owner[name].load(name)
-
-    def load_rows(self, name: str, start: int, stop: int) -> Array:
-        """Rows [start, stop) of `name`, read by the part that holds it."""
-        self.info(name)
-        return load_rows(self._owner[name], name, start, stop)
-
-    def close(self) -> None:
-        """Close every part."""
-        for part in self.parts:
-            part.close()
-
     def _add_part(self, part: GGUFSource, index: int, expected: SplitPosition) -> None:
         """Check that `part` is part `index` of the expected set, then take its tensors."""
-        self.parts.append(part)
+        self._members.append(part)
         got = part.split
         if got != SplitPosition(index, expected.count, expected.tensors):
             said = "no split.* keys" if got is None else _describe(got)
@@ -99,8 +84,9 @@ class GGUFSplitSource(SourceBase):
             )
         for name in part.names():
             if name in self._owner:
+                other = getattr(self._owner[name], "path", "another part")
                 raise CheckpointError(
-                    f"{part.path}: tensor {name!r} is also in {self._owner[name].path}; "
+                    f"{part.path}: tensor {name!r} is also in {other}; "
                     "expected each tensor of a split set in one part only"
                 )
             self._owner[name] = part
@@ -112,7 +98,7 @@ class GGUFSplitSource(SourceBase):
         if owner is None:
             raise CheckpointError(
                 f"{self.path}: no tensor named {name!r}; expected one of the "
-                f"{len(self._owner)} tensors of its {len(self.parts)} parts"
+                f"{len(self._owner)} tensors of its {len(self._members)} parts"
             )
         return owner.info(name)
 

@@ -18,7 +18,30 @@ from lazyparams.io.partial import load_rows
 OpenShard = Callable[[Path], CheckpointSource]
 
 
-class ShardedSource(SourceBase):
+class MultiFileSource(SourceBase):
+    """A checkpoint made of several per-file sources: each tensor loads from the member that
+    holds it (`_owner`), and closing closes every member (`_members`)."""
+
+    _members: list[CheckpointSource]
+    _owner: dict[str, CheckpointSource]
+
+    def load(self, name: str) -> Array:
+        """Load `name` from the file that holds it."""
+        self.info(name)
+        return self._owner[name].load(name)
+
+    def load_rows(self, name: str, start: int, stop: int) -> Array:
+        """Rows [start, stop) of `name`, read by the file that holds it."""
+        self.info(name)
+        return load_rows(self._owner[name], name, start, stop)
+
+    def close(self) -> None:
+        """Close every file."""
+        for member in self._members:
+            member.close()
+
+
+class ShardedSource(MultiFileSource):
     """The union of the shards an index names; every shard header is read when it is opened.
 
     Names come shard by shard (shards sorted by file name), each shard in its own order.
@@ -27,7 +50,7 @@ class ShardedSource(SourceBase):
     def __init__(self, index_path: str | os.PathLike[str], open_shard: OpenShard) -> None:
         self.path = str(index_path)
         self.weight_map = _read_weight_map(Path(index_path))
-        self._shards: list[CheckpointSource] = []
+        self._members = []
         self._owner: dict[str, CheckpointSource] = {}
         self._infos = {}
         try:
@@ -38,21 +61,6 @@ class ShardedSource(SourceBase):
             raise
         self._check_complete()
 
-    def load(self, name: str) -> Array:
-        """Load `name` from the shard that holds it."""
-        self.info(name)
-        return self._owner[name].load(name)
-
-    def load_rows(self, name: str, start: int, stop: int) -> Array:
-        """Rows [start, stop) of `name`, read by the shard that holds it."""
-        self.info(name)
-        return load_rows(self._owner[name], name, start, stop)
-
-    def close(self) -> None:
-        """Close every shard."""
-        for shard in self._shards:
-            shard.close()
-
     def _add_shard(self, file: str, open_shard: OpenShard) -> None:
         shard_path = Path(self.path).parent / file
         if not shard_path.is_file():
@@ -60,7 +68,7 @@ class ShardedSource(SourceBase):
                 f"{self.path}: weight_map names shard {file!r}, which does not exist"
             )
         shard = open_shard(shard_path)
-        self._shards.append(shard)
+        self._members.append(shard)
         for name in shard.names():
             if self.weight_map.get(name) == file:
                 self._infos[name] = shard.info(name)
