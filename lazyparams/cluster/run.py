@@ -24,13 +24,12 @@ from lazyparams.cluster.connect import Workers, check_capacity, cluster_workers,
 from lazyparams.cluster.report import ClusterBars, ClusterReport, WorkerReport, worker_reports
 from lazyparams.cluster.staging import Staged, stage_output
 from lazyparams.cluster.worker import PartJob, PartResult, run_part_job, see_paths
-from lazyparams.engine.compile import output_infos, trace_transform
-from lazyparams.engine.destination import Destination, destination, job_description
+from lazyparams.engine.convert import prepare
+from lazyparams.engine.destination import Destination
 from lazyparams.engine.part_files import CheckpointSource, IRModule
 from lazyparams.engine.partition import Part, Partition, build_partition
 from lazyparams.engine.plan import Source, Spec, opened
 from lazyparams.engine.sizes import size_or_none
-from lazyparams.engine.specs import file_metadata, resolve_spec, target_format
 from lazyparams.errors import ConvertError
 
 
@@ -68,16 +67,9 @@ def convert_on_cluster(
     src_path = _shared_path(src, "SRC")
     _shared_path(dst, "DST")
     with opened(src_path) as source:
-        resolved = resolve_spec(transform, source, src_path)
-        traced = trace_transform(resolved.fn, source)
-        outputs = output_infos(traced)
-        chosen = format or target_format(resolved.output_format, dst)
-        meta = file_metadata(resolved, outputs, metadata, chosen, dst)
-        target = destination(
-            dst, outputs, format=chosen, shard_size=shard, resume=resume, metadata=meta
-        )
-        job = job_description(traced.script(), source, outputs, target)
-        target.prepare(job)
+        prepared = prepare(transform, source, src_path, dst, format, shard, resume, metadata)
+        resolved, traced, target = prepared.resolved, prepared.traced, prepared.target
+        job = prepared.job
         with connect(cluster, limit) as client:
             workers = cluster_workers(client)
             sizes = (size, shard, limit)

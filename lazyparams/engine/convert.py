@@ -25,9 +25,10 @@ from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers
 from lazyparams.engine.progress import Bars, Counter
 from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
 from lazyparams.engine.sizes import size_or_none
-from lazyparams.engine.specs import file_metadata, resolve_spec, target_format
+from lazyparams.engine.specs import ResolvedSpec, file_metadata, resolve_spec, target_format
 from lazyparams.errors import ConvertError
-from lazyparams.io import CheckpointSource
+from lazyparams.io import CheckpointSource, TensorInfo
+from lazyparams.ir import IRModule
 from lazyparams.runtime import MemoryStats, VirtualMachine
 from lazyparams.runtime.parallel import ParallelRunner
 
@@ -175,17 +176,10 @@ def convert(
     shard = size_or_none(shard_size, "shard_size")
     check_workers(workers)
     with opened(src) as source:
-        resolved = resolve_spec(transform, source, src)
-        traced = trace_transform(resolved.fn, source)
-        outputs = output_infos(traced)
-        chosen = format or target_format(resolved.output_format, dst)
-        meta = file_metadata(resolved, outputs, metadata, chosen, dst)
-        target = destination(
-            dst, outputs, format=chosen, shard_size=shard, resume=resume, metadata=meta
-        )
-        job = job_description(traced.script(), source, outputs, target)
-        target.prepare(job)
-        missing = [info.name for info in outputs if info.name not in target.done]
+        prepared = prepare(transform, source, src, dst, format, shard, resume, metadata)
+        resolved, traced, target = prepared.resolved, prepared.traced, prepared.target
+        job = prepared.job
+        missing = [info.name for info in prepared.outputs if info.name not in target.done]
         the_plan = build_plan(
             traced,
             source,
@@ -200,6 +194,43 @@ def convert(
         discarded = target.has_partial and not target.resuming
         run = _write(the_plan, source, target, job, progress)
     return _report(the_plan, target, run, discarded, time.perf_counter() - started)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A conversion checked before any data is read: the SPEC bound to the model folder, its
+    traced module and outputs, the prepared destination and the job it identifies."""
+
+    resolved: ResolvedSpec
+    traced: IRModule
+    outputs: tuple[TensorInfo, ...]
+    target: Destination
+    job: dict[str, Any]
+
+
+def prepare(
+    transform: Spec,
+    source: CheckpointSource,
+    src: Source,
+    dst: Any,
+    format: str | None,
+    shard_size: int | None,
+    resume: bool,
+    metadata: Mapping[str, Any] | None,
+) -> Prepared:
+    """Trace SPEC against the source, choose and check the destination (format, metadata) and
+    prepare it (an existing output refused, an interrupted one read for resume)."""
+    resolved = resolve_spec(transform, source, src)
+    traced = trace_transform(resolved.fn, source)
+    outputs = output_infos(traced)
+    chosen = format or target_format(resolved.output_format, dst)
+    meta = file_metadata(resolved, outputs, metadata, chosen, dst)
+    target = destination(
+        dst, outputs, format=chosen, shard_size=shard_size, resume=resume, metadata=meta
+    )
+    job = job_description(traced.script(), source, outputs, target)
+    target.prepare(job)
+    return Prepared(resolved, traced, outputs, target, job)
 
 
 def _on_cluster(
