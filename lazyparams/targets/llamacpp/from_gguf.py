@@ -9,6 +9,7 @@ sets them. Imports the frontend, io and this package.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,13 @@ def in_load_order(outputs: Mapping[str, Any]) -> dict[str, Any]:
     return {name: outputs[name] for name in sorted(outputs, key=load_order)}
 
 
+@functools.lru_cache(maxsize=4)
+def _file_metadata(path: Path, size: int, mtime_ns: int) -> dict[str, GGUFValue]:
+    """A GGUF file's KV pairs, read once per conversion (the transform, the metadata and the
+    plan each ask for them); size and time in the key keep a rewritten file from being reused."""
+    return read_gguf_metadata(path)
+
+
 def gguf_source(folder: ModelFolder) -> Path | None:
     """The GGUF file (or first part) a conversion reads, when it reads one and no config.json."""
     source = folder.source
@@ -68,12 +76,13 @@ class Retyped:
     @classmethod
     def read(cls, path: Path, type_name: str, inputs: Mapping[str, Any]) -> Retyped:
         """The file's metadata and architecture, and the output type asked for."""
-        meta = read_gguf_metadata(path)
+        stat = path.stat()
+        meta = _file_metadata(path, stat.st_size, stat.st_mtime_ns)
         arch_value = meta.get("general.architecture")
         if arch_value is None or not isinstance(arch_value.value, str):
             raise ConvertError(f"{path}: no general.architecture; expected a llama.cpp GGUF file")
         matrices = [info.dtype for info in inputs.values() if len(info.shape) >= 2]
-        return cls(path, meta, arch_value.value, output_type(type_name, matrices))
+        return cls(path, dict(meta), arch_value.value, output_type(type_name, matrices))
 
     def count(self, key: str, default: int | None = None) -> int:
         """`{arch}.<key>` of the file as an int."""
