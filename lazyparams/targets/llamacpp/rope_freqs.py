@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lazyparams.targets.llamacpp.hparams import rope_parameters
+from lazyparams.targets.llamacpp.hparams import head_dim, rope_parameters
 
 ROPE_FREQS = "rope_freqs.weight"
 
 
-def llama3_rope_factors(config: Mapping[str, Any]) -> np.ndarray | None:
+def llama3_rope_factors(config: Mapping[str, Any], config_path: Path) -> np.ndarray | None:
     """The factors for a `llama3` rope config, or None for any other rope."""
     rope = rope_parameters(config)
     if str(rope.get("rope_type", "")).lower() != "llama3":
         return None
     base = float(rope.get("rope_theta", 10000.0))
-    dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    dim = head_dim(config, config_path)
     exponents = np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)
     freqs = np.float32(1.0) / (np.float32(base) ** exponents)
     factor = float(rope.get("factor", 8.0))

@@ -191,6 +191,6 @@ def _check_embeddings(model: Model, params: Mapping[str, Tensor]) -> None:
 
 def _extra_tensors(model: Model) -> dict[str, Any]:
     """Tensors llama.cpp generates from the config: llama 3's rope frequency factors."""
-    config, _ = model.folder.require_config("the gguf recipe")
-    factors = llama3_rope_factors(config) if model.arch.gguf_arch == "llama" else None
+    config, path = model.folder.require_config("the gguf recipe")
+    factors = llama3_rope_factors(config, path) if model.arch.gguf_arch == "llama" else None
     return {} if factors is None else {ROPE_FREQS: factors}

@@ -213,3 +213,22 @@ def test_vocab_size_that_disagrees_with_the_embedding(tmp_path: Path) -> None:
 )
 def test_bad_recipe_arguments(tmp_path: Path, spec: str, needle: str) -> None:
     _expect_refusal(tmp_path, write_model(tmp_path / "m", "llama"), spec, needle)
+
+
+def test_llama3_rope_scaling_writes_rope_freqs(tmp_path: Path) -> None:
+    """llama 3's rope factors: 1 for short wavelengths, `factor` for the longest, smoothed
+    between, as one float32 tensor written first."""
+    scaling = {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    }
+    folder = write_model(tmp_path / "m", "llama", extra={"rope_scaling": scaling})
+    out = _convert(folder, "gguf:f16")
+    factors = out["rope_freqs.weight"]
+    assert next(iter(out)) == "rope_freqs.weight"
+    assert factors.dtype == np.float32 and factors.shape == (SHAPES["llama"].dim // 2,)
+    assert factors[0] == 1.0 and factors[-1] == 8.0
+    assert np.all(np.diff(factors) >= 0)
