@@ -9,7 +9,7 @@ For one Relax function with `num_input` (its params after the first `num_input` 
 2. the outputs are the weights the remaining model reads as they are (in param order), then the
    lifted values it reads (in binding order);
 3. build the transform `(params: R.Tuple(weights))` (`num_input` 0), one dataflow block loading
-   each weight at its first use and returning the outputs;
+   each weight at its first use and returning the outputs, with symbolic vars of its own;
 4. rebuild the model function on its runtime inputs and one param per output.
 `compose` chains an existing transform with a new one. Imports `ir`, `op` and `analysis`.
 """
@@ -39,6 +39,7 @@ from lazyparams.ir import (
     is_pure_call,
     struct_info_of,
 )
+from lazyparams.ir.fresh_vars import with_fresh_prim_vars
 from lazyparams.ir.prim import PrimVar
 from lazyparams.transform.util import is_op_call, prim_vars
 
@@ -135,7 +136,7 @@ def build_transform(func: Function, plan: LiftPlan) -> Function:
     result = Var("gv", ret)
     bindings.append(VarBinding(result, Tuple(fields)))
     body = SeqExpr((DataflowBlock(tuple(bindings)),), result)
-    return Function((params,), body, ret, True, {"num_input": 0})
+    return with_fresh_prim_vars(Function((params,), body, ret, True, {"num_input": 0}))
 
 
 def _needed(func: Function, plan: LiftPlan) -> set[Var]:
