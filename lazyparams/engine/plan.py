@@ -39,7 +39,7 @@ from lazyparams.ir import Function, IRModule, StructInfo
 from lazyparams.runtime.parallel import default_budget, parallel_model_of
 from lazyparams.transform.chunk_rows import GET_COLS, GET_ROWS, SET_ROWS
 
-Spec = str | os.PathLike[str] | Callable[..., Any]
+Spec = str | os.PathLike[str] | Callable[..., Any] | IRModule
 Source = str | os.PathLike[str] | CheckpointSource
 ENGINE_IO = (*REORDERABLE, GET_ROWS, GET_COLS, SET_ROWS)
 """The externs through which the lazy function reads and writes tensors (or blocks of rows):

@@ -3,18 +3,20 @@
 Symbolic vars (PrimVar) belong to the function that binds them: two functions made from one
 must not share them, or each would bind the other's dims (and a printed module would not parse
 back to itself). `with_fresh_prim_vars` rebuilds every node that mentions one, keeping the
-identity of Relax vars consistent (one new Var per old Var). Imports the IR's own modules.
+identity of Relax vars consistent (one new Var per old Var); `substitute_prim_vars` does the
+same for any mapping (a dim bound to its value, say). Imports the IR's own modules.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from lazyparams.ir.expr import Function
-from lazyparams.ir.prim import PrimVar
+from lazyparams.ir.prim import PrimExpr, PrimVar
 
 
 def with_fresh_prim_vars(func: Function) -> Function:
@@ -23,7 +25,13 @@ def with_fresh_prim_vars(func: Function) -> Function:
     _collect(func, found, set())
     if not found:
         return func
-    mapping = {var: PrimVar(var.name, var.var_dtype) for var in found}
+    return substitute_prim_vars(func, {var: PrimVar(var.name, var.var_dtype) for var in found})
+
+
+def substitute_prim_vars(func: Function, mapping: Mapping[PrimVar, PrimExpr]) -> Function:
+    """`func` with the symbolic vars in `mapping` replaced (by new vars, or by values)."""
+    if not mapping:
+        return func
     result = _Substituter(mapping).visit(func)
     assert isinstance(result, Function)
     return result
@@ -47,7 +55,7 @@ def _collect(node: Any, found: dict[PrimVar, None], seen: set[int]) -> None:
 class _Substituter:
     """Rebuilds nodes bottom-up; memoised by identity so a shared node maps to one copy."""
 
-    def __init__(self, mapping: dict[PrimVar, PrimVar]) -> None:
+    def __init__(self, mapping: Mapping[PrimVar, PrimExpr]) -> None:
         self.mapping = mapping
         self.memo: dict[int, Any] = {}
 
