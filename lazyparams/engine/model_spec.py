@@ -19,15 +19,18 @@ from lazyparams.errors import ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.ir import (
     BaseFunc,
+    BindingBlock,
     ExprMutator,
     Function,
     GlobalVar,
     IRModule,
     SeqExpr,
     TensorStructInfo,
+    Tuple,
     TupleGetItem,
     TupleStructInfo,
     Var,
+    VarBinding,
     struct_info_of,
 )
 from lazyparams.ir.fresh_vars import substitute_prim_vars
@@ -96,7 +99,7 @@ def _over_checkpoint(
     slots = [_bind_weight(name, w, index, source, dims) for w in weights]
     infos = [source.info(n) for n in names]
     params = Var("params", TupleStructInfo(tuple(_sinfo(i) for i in infos)))
-    bound = substitute_prim_vars(transform, _dims_by_name(transform, dims))
+    bound = substitute_prim_vars(_with_loads(transform, weights), _dims_by_name(transform, dims))
     rewritten = _Reader(bound.params[0], params, slots).visit_expr(bound.body)
     assert isinstance(rewritten, SeqExpr)
     if bound.params[0] in used_vars(rewritten):
@@ -106,6 +109,25 @@ def _over_checkpoint(
         )
     func = Function((params,), rewritten, struct_info_of(rewritten.body), True, {})
     return to_non_dataflow(func)
+
+
+def _with_loads(transform: Function, weights: tuple[Var, ...]) -> Function:
+    """`transform` with each weight it passes through read by index and bound (a transform
+    returning its weight tuple as it is, or an empty tuple, has no bindings to rewrite)."""
+    param = transform.params[0]
+    if transform.body.blocks or not (
+        transform.body.body is param or isinstance(transform.body.body, Tuple)
+    ):
+        return transform
+    loads = [
+        VarBinding(Var(w.name_hint, w.struct_info), TupleGetItem(param, i))
+        for i, w in enumerate(weights)
+    ]
+    fields = tuple(b.var for b in loads) if transform.body.body is param else ()
+    ret = TupleStructInfo(tuple(struct_info_of(f) for f in fields))
+    result = Var("gv", ret)
+    block = BindingBlock((*loads, VarBinding(result, Tuple(fields))))
+    return Function(transform.params, SeqExpr((block,), result), ret, True, transform.attrs)
 
 
 def _bind_weight(

@@ -154,3 +154,21 @@ def test_a_model_that_does_not_fit_the_checkpoint_is_refused_before_any_output(
     with pytest.raises(ConvertError, match=expected):
         lazyparams.convert(module, src, dst)
     assert list(tmp_path.iterdir()) == [src]
+
+
+@I.ir_module
+class NothingToLift:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32"), proj: R.Tensor((4, 3), "float32")):
+        R.func_attr({"num_input": 1})
+        y = R.matmul(x, R.permute_dims(proj))
+        return y
+
+
+def test_a_model_with_nothing_to_lift_copies_its_weights(tmp_path: Path) -> None:
+    src, tensors = _checkpoint(tmp_path)
+    dst = tmp_path / "out.safetensors"
+    lazyparams.convert(NothingToLift, src, dst)
+    written = load_file(str(dst))
+    assert list(written) == ["proj"]
+    assert np.array_equal(written["proj"], tensors["proj"])
