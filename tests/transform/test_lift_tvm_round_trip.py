@@ -1,6 +1,7 @@
-"""LiftTransformParams against TVM 0.27's own (the `tvm` extra): TVM's parser reads our output
-printed in TVM's flavour, its `well_formed` passes, and the module is structurally equal to what
-TVM's LiftTransformParams makes of the same Before, with and without `shared_transform`."""
+"""LiftTransformParams against TVM 0.27's own (the `tvm` extra), both ways: TVM's parser reads
+our output printed in TVM's flavour, its `well_formed` passes, and the module is structurally
+equal to what TVM's LiftTransformParams makes of the same Before; TVM's output as TVM prints it
+parses here into ours. With and without `shared_transform`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from lazyparams.ir import IRModule
+from lazyparams.ir import IRModule, assert_structural_equal
+from lazyparams.script.parser import parse
 from lazyparams.transform import LiftTransformParams
 from tests.transform.lift_scenarios import SCENARIOS
 from tests.transform.test_lift_shared_transform import _pair
@@ -40,3 +42,18 @@ def test_our_lift_reads_back_in_tvm_as_its_own_lift(scenario: str, shared: bool)
         from_source(before.script(flavor="tvm"))
     )
     tvm.ir.assert_structural_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("scenario", sorted(set(CASES) - set(DIFFERENT)))
+def test_tvm_s_lift_printed_by_tvm_parses_as_ours(scenario: str, shared: bool) -> None:
+    _tvm()
+    from tvm import relax
+    from tvm.script import from_source
+
+    before = CASES[scenario]
+    theirs = relax.transform.LiftTransformParams(shared_transform=shared)(
+        from_source(before.script(flavor="tvm"))
+    )
+    ours = LiftTransformParams(shared_transform=shared)(before)
+    assert_structural_equal(parse(theirs.script()), ours, map_free_vars=True)
