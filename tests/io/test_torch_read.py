@@ -42,9 +42,15 @@ def glob(module: str, name: str) -> bytes:
     return b"c" + f"{module}\n{name}\n".encode()
 
 
-def tensor_opcodes(storage: str, key: str, offset: int, size: tuple, stride: tuple) -> bytes:
-    """`_rebuild_tensor_v2(persistent storage, offset, size, stride, False, OrderedDict())`."""
-    persid = tup(text("storage"), glob("torch", storage), text(key), text("cpu"), integer(0)) + b"Q"
+def tensor_opcodes(
+    storage: str, key: str, offset: int, size: tuple, stride: tuple, numel: int | None = None
+) -> bytes:
+    """`_rebuild_tensor_v2(persistent storage, offset, size, stride, False, OrderedDict())`;
+    the storage's `numel` defaults to what the tensor spans."""
+    if numel is None:
+        numel = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+    persid = tup(text("storage"), glob("torch", storage), text(key), text("cpu"), integer(numel))
+    persid += b"Q"
     hooks = glob("collections", "OrderedDict") + b")R"
     args = tup(
         persid,
@@ -81,7 +87,7 @@ def test_hand_built_state_dict_is_read(tmp_path: Path) -> None:
     entries = {
         "w": tensor_opcodes("FloatStorage", "0", 0, (3, 4), (4, 1)),
         "w_t": tensor_opcodes("FloatStorage", "0", 0, (4, 3), (1, 4)),
-        "row": tensor_opcodes("FloatStorage", "0", 4, (4,), (1,)),
+        "row": tensor_opcodes("FloatStorage", "0", 4, (4,), (1,), numel=12),
         "h": tensor_opcodes("BFloat16Storage", "1", 0, (2,), (1,)),
     }
     path = torch_zip(
@@ -137,19 +143,19 @@ def test_legacy_and_non_zip_files_are_refused(tmp_path: Path) -> None:
             "storage 'archive/data/0', which is missing",
         ),
         (
-            {"w": tensor_opcodes("FloatStorage", "0", 2, (4,), (1,))},
+            {"w": tensor_opcodes("FloatStorage", "0", 2, (4,), (1,), numel=4)},
             {"0": bytes(16)},
-            "reaches past the end",
+            r"tensor 'w' reaches past the end of its storage 'archive/data/0' \(elements \[2, 6\)",
         ),
     ],
     ids=["missing_storage", "tensor_past_storage"],
 )
-def test_bad_storage_references_are_refused_on_load(
+def test_bad_storage_references_are_refused_on_open(
     tmp_path: Path, entries: dict[str, bytes], storages: dict[str, bytes], message: str
 ) -> None:
     path = torch_zip(tmp_path / "m.bin", state_dict_pickle(entries), storages)
-    with TorchSource(path) as source, pytest.raises(CheckpointError, match=message):
-        source.load("w")
+    with pytest.raises(CheckpointError, match=message):
+        TorchSource(path)
 
 
 def test_non_dict_pickle_is_refused(tmp_path: Path) -> None:
