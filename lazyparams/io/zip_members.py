@@ -22,13 +22,13 @@ from typing import IO
 from lazyparams.errors import CheckpointError
 from lazyparams.io.limits import check_name
 
-CHUNK_BYTES = 256 * 1024
+CHUNK_BYTES = 64 * 1024
 """Inflated bytes produced per step of a streamed read."""
-INPUT_BYTES = 64 * 1024
+INPUT_BYTES = 16 * 1024
 """Compressed bytes read from the file per step."""
 CACHED_STREAMS = 4
 """Streams kept open between reads, so that blocks of rows read in order inflate once."""
-INFLATE_BUFFER_BYTES = 2 * 1024 * 1024
+INFLATE_BUFFER_BYTES = 512 * 1024
 """What streamed reads hold beside their output at most: a step's chunk, its input, zlib's
 window and state, the streams kept between reads and a reader's scratch of `CHUNK_BYTES`.
 The memory plan counts it."""
@@ -261,6 +261,10 @@ def _central_directory(file: IO[bytes], path: str, what: str) -> tuple[list[zipf
             return archive.infolist(), int(directory) if directory is not None else 2**63
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as err:
         raise CheckpointError(f"{path}: not a readable {what}: {err}") from None
+    except NotImplementedError as err:  # a version needed to extract over 6.3
+        raise CheckpointError(
+            f"{path}: {err} is needed to extract; expected at most zip version 6.3"
+        ) from None
     except (ValueError, struct.error, UnicodeDecodeError, OverflowError) as err:
         raise CheckpointError(f"{path}: corrupt zip central directory: {err}") from None
 
