@@ -24,7 +24,7 @@ MAX_PICKLE_STEPS = 2_000_000
 """The work a load may do: about 50,000 tensors, or 64 MiB of objects at most."""
 MAX_DEPTH = 64
 """How deep dicts may nest in a state dict."""
-MAX_ENTRIES = 1_000_000
+MAX_ENTRIES = 200_000
 """Dict entries the walk visits at most (a dict shared under several keys counts each time)."""
 
 _SIMPLE = [
@@ -94,34 +94,35 @@ def flatten_state_dict(root: dict[Any, Any], where: str, leaf: type) -> dict[str
     that are neither str nor int above a tensor, and two key paths giving one name.
     """
     found: dict[str, Any] = {}
-    paths: dict[str, tuple[object, ...]] = {}
-    stack: list[tuple[tuple[object, ...], Any]] = [((), iter(root.items()))]
+    paths: dict[str, tuple[tuple[str, ...], str]] = {}
+    stack: list[tuple[tuple[str, ...], str, Any]] = [((), "", iter(root.items()))]
     open_dicts = [id(root)]
-    visited = 0
-    while stack:
-        path, items = stack[-1]
-        entry = next(items, None)
-        if entry is None:
+    kinds = (dict, leaf)
+    for visited in range(MAX_ENTRIES + 1):
+        while stack and (entry := next(stack[-1][2], None)) is None:
             stack.pop()
             open_dicts.pop()
-            continue
-        visited += 1
-        if visited > MAX_ENTRIES:
+        if not stack:
+            return found
+        if visited == MAX_ENTRIES:
             raise CheckpointError(f"{where}: more than {MAX_ENTRIES} dict entries")
+        assert entry is not None  # the loop above leaves only with an entry or no stack
         key, value = entry
-        if not isinstance(value, dict | leaf):
+        if not isinstance(value, kinds):
             continue
-        child = (*path, _key(key, path, where))
+        parts, prefix, _items = stack[-1]
+        part = _key(key, parts, where)
         if isinstance(value, dict):
+            child = (*parts, part)
             _check_nesting(value, child, open_dicts, where)
-            stack.append((child, iter(value.items())))
+            stack.append((child, f"{prefix}{part}.", iter(value.items())))
             open_dicts.append(id(value))
         else:
-            _add(found, paths, child, value, where)
-    return found
+            _add(found, paths, f"{prefix}{part}", (parts, part), value, where)
+    raise AssertionError("unreachable: the loop returns or raises")
 
 
-def _key(key: object, path: tuple[object, ...], where: str) -> str:
+def _key(key: object, path: tuple[str, ...], where: str) -> str:
     if isinstance(key, int) and not isinstance(key, bool):
         return str(key)
     if not isinstance(key, str):
@@ -132,7 +133,7 @@ def _key(key: object, path: tuple[object, ...], where: str) -> str:
     return key
 
 
-def _check_nesting(value: dict[Any, Any], path: tuple[object, ...], open_dicts: list[int],
+def _check_nesting(value: dict[Any, Any], path: tuple[str, ...], open_dicts: list[int],
                    where: str) -> None:  # fmt: skip
     if id(value) in open_dicts:
         raise CheckpointError(f"{where}: the dict at {_dotted(path)!r:.200} contains itself")
@@ -142,17 +143,17 @@ def _check_nesting(value: dict[Any, Any], path: tuple[object, ...], open_dicts: 
         )
 
 
-def _add(found: dict[str, Any], paths: dict[str, tuple[object, ...]], path: tuple[object, ...],
-         value: object, where: str) -> None:  # fmt: skip
-    name = check_name(_dotted(path), where)
+def _add(found: dict[str, Any], paths: dict[str, tuple[tuple[str, ...], str]], name: str,
+         path: tuple[tuple[str, ...], str], value: object, where: str) -> None:  # fmt: skip
     if name in found:
+        first = [*paths[name][0], paths[name][1]]
         raise CheckpointError(
-            f"{where}: tensor name {name!r} comes from two key paths, {list(paths[name])!r} "
-            f"and {list(path)!r}; expected unique names after joining keys with '.'"
+            f"{where}: tensor name {name!r} comes from two key paths, {first!r} and "
+            f"{[*path[0], path[1]]!r}; expected unique names after joining keys with '.'"
         )
-    found[name] = value
+    found[check_name(name, where)] = value
     paths[name] = path
 
 
-def _dotted(path: tuple[object, ...]) -> str:
-    return ".".join(str(part) for part in path)
+def _dotted(path: tuple[str, ...]) -> str:
+    return ".".join(path)

@@ -117,21 +117,28 @@ def _rebuild_parameter(data: TensorRecord, *_rest: Any) -> TensorRecord:
 
 
 def _record(storage: StorageRef, dtype: str, offset: Any, size: Any, stride: Any) -> TensorRecord:
-    """A TensorRecord, its offset, shape and strides checked to be bounded counts."""
+    """A TensorRecord as the pickle gave it; `checked` validates it once its name is known."""
     if not isinstance(storage, StorageRef):
         raise pickle.UnpicklingError("a tensor record without a storage")
+    return TensorRecord(storage, dtype, offset, size, stride)
+
+
+def checked(name: str, record: TensorRecord, where: str) -> TensorRecord:
+    """`record` with its shape, strides and offset checked to be bounded counts."""
+    at = f"{where}: tensor {name!r}"
+    size, stride, offset = record.shape, record.stride, record.offset
     if not isinstance(size, tuple) or not isinstance(stride, tuple) or len(size) != len(stride):
-        raise pickle.UnpicklingError("a tensor record's size and stride are not tuples of one rank")
-    try:
-        shape = check_shape(size, "a tensor record")
-    except CheckpointError as err:
-        raise pickle.UnpicklingError(str(err)) from None
-    if not all(_is_count(v) for v in (offset, *stride)):
-        raise pickle.UnpicklingError(
-            f"a tensor record's offset and strides must be integers in [0, 2**62], got "
-            f"offset {_short(offset)}, stride {_short(stride)}"
+        raise CheckpointError(
+            f"{at}: size {_short(size)} and stride {_short(stride)}; expected two tuples of one "
+            "length"
         )
-    return TensorRecord(storage, dtype, offset, shape, stride)
+    shape = check_shape(size, at)
+    if not all(_is_count(v) for v in (offset, *stride)):
+        raise CheckpointError(
+            f"{at}: offset {_short(offset)} and stride {_short(stride)}; expected integers in "
+            "[0, 2**62]"
+        )
+    return TensorRecord(record.storage, record.dtype, offset, shape, stride)
 
 
 def _is_count(value: object) -> bool:
@@ -223,7 +230,8 @@ def read_records(data: bytes, path: str) -> dict[str, TensorRecord]:
         raise CheckpointError(f"{path}: data.pkl is not a readable state dict: {reason}") from None
     if not isinstance(root, dict):
         raise CheckpointError(f"{path}: expected a dict of tensors, got {type(root).__name__}")
-    records: dict[str, TensorRecord] = flatten_state_dict(root, f"{path}: data.pkl", TensorRecord)
+    found = flatten_state_dict(root, f"{path}: data.pkl", TensorRecord)
+    records = {name: checked(name, record, path) for name, record in found.items()}
     if not records:
         raise CheckpointError(f"{path}: the state dict holds no tensors; expected at least one")
     return records

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import struct
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,66 +14,11 @@ import pytest
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io import TorchSource, open_source
+from tests.io.torch_pickles import glob, state_dict_pickle, tensor_opcodes, text, torch_zip, tup
 
 Check = Callable[[Any, np.ndarray], None]
 TORCH_DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8"]
 TORCH_DTYPES += ["uint8", "bool", "float8_e4m3fn", "float8_e5m2"]
-
-
-# -- pickles written opcode by opcode, so these tests need no torch ------------------------------
-
-
-def text(value: str) -> bytes:
-    data = value.encode()
-    return b"X" + struct.pack("<I", len(data)) + data
-
-
-def integer(value: int) -> bytes:
-    return b"J" + struct.pack("<i", value)
-
-
-def tup(*items: bytes) -> bytes:
-    return b"(" + b"".join(items) + b"t"
-
-
-def glob(module: str, name: str) -> bytes:
-    return b"c" + f"{module}\n{name}\n".encode()
-
-
-def tensor_opcodes(
-    storage: str, key: str, offset: int, size: tuple, stride: tuple, numel: int | None = None
-) -> bytes:
-    """`_rebuild_tensor_v2(persistent storage, offset, size, stride, False, OrderedDict())`;
-    the storage's `numel` defaults to what the tensor spans."""
-    if numel is None:
-        numel = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
-    persid = tup(text("storage"), glob("torch", storage), text(key), text("cpu"), integer(numel))
-    persid += b"Q"
-    hooks = glob("collections", "OrderedDict") + b")R"
-    args = tup(
-        persid,
-        integer(offset),
-        tup(*map(integer, size)),
-        tup(*map(integer, stride)),
-        b"\x89",
-        hooks,
-    )
-    return glob("torch._utils", "_rebuild_tensor_v2") + args + b"R"
-
-
-def state_dict_pickle(entries: dict[str, bytes]) -> bytes:
-    items = b"".join(text(name) + value for name, value in entries.items())
-    return b"\x80\x02}(" + items + b"u."
-
-
-def torch_zip(path: Path, pickle_bytes: bytes, storages: dict[str, bytes]) -> Path:
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("archive/data.pkl", pickle_bytes)
-        archive.writestr("archive/byteorder", "little")
-        for key, data in storages.items():
-            archive.writestr(f"archive/data/{key}", data)
-        archive.writestr("archive/version", "3\n")
-    return path
 
 
 # -- tests without torch --------------------------------------------------------------------------
