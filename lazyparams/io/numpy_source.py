@@ -71,15 +71,20 @@ class NpzSource(SourceBase):
         return to_tensor(stored, info)
 
     def load_rows(self, name: str, start: int, stop: int) -> Array:
-        """Rows [start, stop) of tensor `name`; of a deflated member, only what reaches them is
-        inflated, and blocks read in order continue one stream."""
+        """Rows [start, stop) of tensor `name`: of a stored member just those rows mapped; of a
+        deflated one only what reaches them inflated, blocks read in order continuing one
+        stream."""
         info = self.info(name)
         member, header = self._members[name]
+        c_order = not header.fortran or len(header.shape) < 2
         if not member.compressed:
+            if c_order and header.stored.isnative:  # just the rows, even when unaligned
+                fd = self._fileno(self._file)
+                return self._map_rows(fd, member.start + header.length, name, start, stop)
             return super().load_rows(name, start, stop)
         first, end = check_rows(info, start, stop, self.path)
         self._fileno(self._file)
-        if header.fortran and len(header.shape) > 1:
+        if not c_order:
             stored = self._fortran_rows(member, header, first, end)
         else:
             row = header.data_bytes // header.shape[0]

@@ -59,13 +59,16 @@ class TorchSource(SourceBase):
         return map_array(fd, offset, dtype, record.shape, record.stride, path=where)
 
     def load_rows(self, name: str, start: int, stop: int) -> Array:
-        """Rows [start, stop) of tensor `name`: of a deflated C-ordered tensor only the rows
-        are inflated; otherwise a slice of the (mapped) tensor."""
+        """Rows [start, stop) of tensor `name`: of a C-ordered tensor only those rows, mapped or
+        inflated; otherwise a slice of the mapped tensor."""
         record, member = self._records[self.info(name).name], self._storages[name]
-        if not member.compressed or record.stride != _c_strides(record.shape):
+        if record.stride != _c_strides(record.shape):
             return super().load_rows(name, start, stop)
+        fd = self._fileno(self._file)
+        if not member.compressed:
+            at = member.start + record.offset * numpy_dtype(record.dtype).itemsize
+            return self._map_rows(fd, at, name, start, stop)
         first, end = check_rows(self.info(name), start, stop, self.path)
-        self._fileno(self._file)
         row = int(np.prod(record.shape[1:], dtype=np.int64))
         part = TensorRecord(
             record.storage, record.dtype, record.offset + first * row,

@@ -38,9 +38,11 @@ def deflate(raw: bytes, level: int = 6) -> bytes:
     return packer.compress(raw) + packer.flush()
 
 
-def entry(name: str | bytes, raw: bytes, method: int = DEFLATED, **changes: object) -> Entry:
+def entry(
+    name: str | bytes, raw: bytes, method: int = DEFLATED, level: int = 6, **changes: object
+) -> Entry:
     """A truthful entry for `raw` (changes applied after)."""
-    data = deflate(raw) if method == DEFLATED else raw
+    data = deflate(raw, level) if method == DEFLATED else raw
     label = name.encode() if isinstance(name, str) else name
     return replace(Entry(label, data, len(raw), zlib.crc32(raw), method), **changes)  # type: ignore[arg-type]
 
