@@ -160,7 +160,9 @@ class ZipMembers:
     def _data_start(self, info: zipfile.ZipInfo, where: str) -> int:
         """File offset of the member's bytes, after its local header (checked against the
         central directory's entry)."""
-        raw = os.pread(self._fd, _LOCAL.size, info.header_offset)
+        raw = (
+            os.pread(self._fd, _LOCAL.size, info.header_offset) if info.header_offset >= 0 else b""
+        )
         if len(raw) != _LOCAL.size or not raw.startswith(_LOCAL_SIGNATURE):
             raise CheckpointError(
                 f"{where}: no local header at offset {info.header_offset}; the archive is corrupt"
