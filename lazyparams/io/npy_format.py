@@ -2,7 +2,8 @@
 
 numpy's .npy header cannot spell ml_dtypes types (bfloat16, float8, int4), so such tensors are
 stored as unsigned bits of the same width and tagged with their real dtype: in a zip member's
-comment for .npz, in a `dtypes.json` beside the files for a folder. Imports numpy only.
+comment for .npz, in a `dtypes.json` beside the files for a folder. Imports numpy and the io
+layer's dtype and bound helpers.
 """
 
 from __future__ import annotations

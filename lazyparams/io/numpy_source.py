@@ -102,6 +102,7 @@ class NpzSource(SourceBase):
         self._file.close()
 
     def _add(self, member: Member) -> None:
+        """List one .npy member: its name, header and declared size checked."""
         where = self._zip.where(member)
         name = check_name(member.name[: -len(".npy")], where)
         tag = None
@@ -208,6 +209,7 @@ def _npy_files(folder: Path, allow_outside: bool, where: str) -> list[str]:
 
 
 def _entries(directory: Path) -> list[os.DirEntry[str]]:
+    """The entries of `directory`, by name."""
     try:
         with os.scandir(directory) as entries:
             return sorted(entries, key=lambda e: e.name)
@@ -216,6 +218,7 @@ def _entries(directory: Path) -> list[os.DirEntry[str]]:
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """Whether `entry` is a folder, links followed (a broken link is not)."""
     try:
         return entry.is_dir()
     except OSError:

@@ -57,6 +57,8 @@ def restricted_dispatch(base: Mapping[int, Handler]) -> dict[int, Handler]:
 
 
 def _charged(handler: Handler, cost: int) -> Handler:
+    """`handler`, first taking `cost` from the load's steps left (refused once none are)."""
+
     def run(unpickler: Any) -> None:
         unpickler.steps_left -= cost
         if unpickler.steps_left < 0:
@@ -69,6 +71,7 @@ def _charged(handler: Handler, cost: int) -> Handler:
 
 
 def _refused(code: int) -> Handler:
+    """A handler refusing opcode `code` by name."""
     name = _NAMES.get(code, f"byte 0x{code:02x}")
 
     def refuse(_unpickler: Any) -> None:
@@ -123,6 +126,7 @@ def flatten_state_dict(root: dict[Any, Any], where: str, leaf: type) -> dict[str
 
 
 def _key(key: object, path: tuple[str, ...], where: str) -> str:
+    """A dict key as a name part: a str as it is, an int in decimal; others refused."""
     if isinstance(key, int) and not isinstance(key, bool):
         return str(key)
     if not isinstance(key, str):
@@ -135,6 +139,7 @@ def _key(key: object, path: tuple[str, ...], where: str) -> str:
 
 def _check_nesting(value: dict[Any, Any], path: tuple[str, ...], open_dicts: list[int],
                    where: str) -> None:  # fmt: skip
+    """Refuse a dict already open above itself, or one nested past MAX_DEPTH."""
     if id(value) in open_dicts:
         raise CheckpointError(f"{where}: the dict at {_dotted(path)!r:.200} contains itself")
     if len(path) >= MAX_DEPTH:
@@ -145,6 +150,7 @@ def _check_nesting(value: dict[Any, Any], path: tuple[str, ...], open_dicts: lis
 
 def _add(found: dict[str, Any], paths: dict[str, tuple[tuple[str, ...], str]], name: str,
          path: tuple[tuple[str, ...], str], value: object, where: str) -> None:  # fmt: skip
+    """Record the tensor `name`, refusing a second key path to the same name."""
     if name in found:
         first = [*paths[name][0], paths[name][1]]
         raise CheckpointError(
@@ -156,4 +162,5 @@ def _add(found: dict[str, Any], paths: dict[str, tuple[tuple[str, ...], str]], n
 
 
 def _dotted(path: tuple[str, ...]) -> str:
+    """The key path as the name it gives."""
     return ".".join(path)

@@ -142,10 +142,12 @@ def checked(name: str, record: TensorRecord, where: str) -> TensorRecord:
 
 
 def _is_count(value: object) -> bool:
+    """Whether `value` is an int (not a bool) in [0, MAX_DIM]."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_DIM
 
 
 def _short(value: object) -> str:
+    """A short repr of a hostile value, for messages."""
     text = "<huge int>" if isinstance(value, int) and value.bit_length() > 200 else repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 

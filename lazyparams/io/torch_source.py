@@ -115,15 +115,18 @@ class TorchSource(SourceBase):
         raise CheckpointError(f"{self.path}: not a zip-format torch.save file{hint}")
 
     def _find_prefix(self) -> str:
+        """The folder inside the archive holding data.pkl (torch names it after the file)."""
         pickles = [n for n in self._zip.members if n.rsplit("/", 1)[-1] == "data.pkl"]
         if len(pickles) != 1:
             raise CheckpointError(f"{self.path}: expected one data.pkl, found {len(pickles)}")
         return pickles[0][: -len("data.pkl")]
 
     def _required(self, name: str) -> Member:
+        """The member `name` of that folder."""
         return self._zip.members[f"{self._prefix}{name}"]
 
     def _check_byteorder(self) -> None:
+        """Refuse a big-endian checkpoint (its storages would read as wrong numbers)."""
         member = self._zip.members.get(f"{self._prefix}byteorder")
         if member is not None and self._zip.read(member, 16, "byteorder").strip() != b"little":
             raise CheckpointError(f"{self.path}: big-endian torch checkpoints are not supported")

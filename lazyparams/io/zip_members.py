@@ -1,10 +1,9 @@
 """Zip archives read with bounds: members checked once at open, inflated in bounded chunks.
 
-`ZipMembers` lists an archive's members and refuses what no checkpoint holds: duplicate, NUL
-or unsafe names, encryption, methods other than stored and deflate, sizes deflate cannot
-produce, and members that overlap or run past their file. `read_into` streams a byte range of
-one member into the caller's buffer with at most `CHUNK_BYTES` inflated beside it, and checks
-the member's size and CRC-32 whenever a read reaches its end. Imports the standard library.
+`ZipMembers` refuses duplicate, NUL or unsafe names, encryption, methods but stored and deflate,
+sizes deflate cannot produce, and members overlapping or running past the file. `read_into`
+streams a byte range of a member into the caller's buffer, checking size and CRC-32 when a read
+reaches its end. Imports the standard library and io.limits.
 """
 
 from __future__ import annotations
@@ -128,6 +127,8 @@ class ZipMembers:
         return stream
 
     def _keep(self, stream: _Inflater) -> None:
+        """Keep `stream` for the next read of its member, dropping the oldest kept past
+        `CACHED_STREAMS`."""
         with self._lock:
             self._streams[stream.member.name] = stream
             while len(self._streams) > CACHED_STREAMS:
@@ -311,6 +312,7 @@ def _check_no_overlap(members: list[Member], path: str) -> None:
 
 
 def _check_crc(crc: int, member: Member, where: str) -> None:
+    """Refuse a member whose bytes do not have the CRC-32 its entry declares."""
     if crc != member.crc:
         raise CheckpointError(
             f"{where}: CRC-32 {crc:08x} does not match the declared {member.crc:08x}; "
