@@ -20,8 +20,8 @@ from lazyparams.io.limits import check_name
 
 MAX_PICKLE_BYTES = 32 * 1024 * 1024
 """The largest data.pkl read."""
-MAX_PICKLE_STEPS = 2_000_000
-"""The work a load may do: about 50,000 tensors, or 64 MiB of objects at most."""
+MAX_PICKLE_STEPS = 1_000_000
+"""The work a load may do: about 25,000 tensors per file, or 32 MiB of objects at most."""
 MAX_DEPTH = 64
 """How deep dicts may nest in a state dict."""
 MAX_ENTRIES = 200_000
