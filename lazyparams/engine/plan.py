@@ -35,6 +35,7 @@ from lazyparams.engine.sizes import size_or_none
 from lazyparams.engine.specs import resolve_spec
 from lazyparams.errors import BudgetError, ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo, open_source
+from lazyparams.io.partial import read_buffer_bytes
 from lazyparams.ir import Function, IRModule, StructInfo
 from lazyparams.runtime.parallel import default_budget, parallel_model_of
 from lazyparams.transform.chunk_rows import GET_COLS, GET_ROWS, SET_ROWS
@@ -69,6 +70,9 @@ class Plan:
     """The facts a parallel run plans with (`workers` > 1 only)."""
     target: tuple[tuple[str, str], ...] = ()
     """What a target SPEC (such as `gguf`) says of the output: architecture, types."""
+    read_buffer_bytes: int = 0
+    """What the source's loads hold beside the tensors they return (a compressed source's
+    inflating buffers), once per worker; counted in the peak and taken off the budget."""
 
     @property
     def function(self) -> Function:
@@ -84,7 +88,8 @@ class Plan:
             return None
         if self.budget is None:
             return default_budget(self.parallel, self.workers)
-        return self.budget if self.parallel.peak_bytes <= self.budget else None
+        room = self.budget - self.read_buffer_bytes
+        return room if self.parallel.peak_bytes <= room else None
 
     @property
     def in_flight_bytes(self) -> int:
@@ -94,8 +99,9 @@ class Plan:
 
     @property
     def predicted_peak_bytes(self) -> int:
-        """The peak this plan holds at once, in bytes (see the class docstring)."""
-        return self.profile.peak_bytes + self.in_flight_bytes
+        """The peak this plan holds at once, in bytes (see the class docstring), with the
+        source's read buffers."""
+        return self.profile.peak_bytes + self.in_flight_bytes + self.read_buffer_bytes
 
     @property
     def peak_binding(self) -> str:
@@ -139,7 +145,12 @@ class Plan:
         if self.budget is None:
             return
         weights = weight_struct_info(function_of(self.traced))
-        check_budget(self.function, self.budget, inputs=weights)
+        if self.read_buffer_bytes > self.budget:
+            raise BudgetError(
+                f"the source's read buffers alone need {self.read_buffer_bytes} bytes, over the "
+                f"budget of {self.budget}"
+            )
+        check_budget(self.function, self.budget - self.read_buffer_bytes, inputs=weights)
 
     def summary(self) -> dict[str, Any]:
         """The plan's numbers as plain data (for JSON reports)."""
@@ -201,14 +212,16 @@ def build_plan(
     eager = function_of(chosen)
     names = names_of(eager, "input_names")
     weights = weight_struct_info(eager)
+    inputs = tuple(source.info(names[i]) for i in used_inputs(chosen))
+    buffers = read_buffer_bytes(source, [info.name for info in inputs]) * workers
     if budget is not None and rows:
-        lazy = fit_budget(lazy, weights, budget)
+        lazy = fit_budget(lazy, weights, max(budget - buffers, 0))
     return Plan(
         spec=spec,
         source=source_name(source),
         module=lazy,
         traced=chosen,
-        inputs=tuple(source.info(names[i]) for i in used_inputs(chosen)),
+        inputs=inputs,
         outputs=output_infos(chosen),
         source_tensors=len(names),
         profile=estimate_peak_memory(function_of(lazy), inputs=weights),
@@ -216,6 +229,7 @@ def build_plan(
         budget=budget,
         workers=workers,
         parallel=_parallel_model(lazy, weights, workers),
+        read_buffer_bytes=buffers,
     )
 
 
