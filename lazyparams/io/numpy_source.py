@@ -90,8 +90,9 @@ class NpzSource(SourceBase):
 class NpyFolderSource(SourceBase):
     """A folder of .npy files (searched recursively); a name is the relative path minus `.npy`."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], allow_outside_links: bool = False) -> None:
         self.path = str(path)
+        self.allow_outside_links = allow_outside_links
         folder = Path(path)
         if not folder.is_dir():
             raise CheckpointError(f"{self.path}: not a folder")

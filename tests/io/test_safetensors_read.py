@@ -103,7 +103,7 @@ BAD_FILES = {
     ),
     "duplicate_key": (
         lambda p: raw_file(p, b'{"w": {}, "w": {}}', bytes(0)),
-        "names the key 'w' twice",
+        "the key 'w' appears twice",
     ),
     "missing_keys": (lambda p: raw_file(p, {"w": {"dtype": "F32"}}), "expected keys"),
     "negative_shape": (
