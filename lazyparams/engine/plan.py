@@ -33,7 +33,7 @@ from lazyparams.engine.compile import (
 )
 from lazyparams.engine.sizes import size_or_none
 from lazyparams.engine.specs import resolve_spec
-from lazyparams.errors import BudgetError, ConvertError
+from lazyparams.errors import BudgetError, CheckpointError, ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo, open_source
 from lazyparams.ir import Function, IRModule, StructInfo
 from lazyparams.runtime.parallel import default_budget, parallel_model_of
@@ -252,12 +252,22 @@ def opened(src: Source, allow_outside_links: bool = False) -> Iterator[Checkpoin
 
     `allow_outside_links` is passed to `open_source`: files may resolve outside the folder."""
     if all(callable(getattr(src, m, None)) for m in ("names", "info", "load")):
-        yield src  # type: ignore[misc]
+        yield _holding_tensors(src)  # type: ignore[arg-type]
         return
     if not isinstance(src, str | os.PathLike):
         raise ConvertError(f"expected a checkpoint path or source, got {type(src).__name__}")
     with open_source(src, allow_outside_links) as source:
-        yield source
+        yield _holding_tensors(source)
+
+
+def _holding_tensors(source: CheckpointSource) -> CheckpointSource:
+    """`source`, refused when it holds no tensor: an empty checkpoint is the checkpoint's fault,
+    not that of the SPEC that then returns nothing."""
+    if not source.names():
+        raise CheckpointError(
+            f"{source_name(source)}: the checkpoint holds no tensors; expected at least one"
+        )
+    return source
 
 
 __all__ = ["Plan", "build_plan", "opened", "plan"]

@@ -184,8 +184,8 @@ def check_layout(entries: dict[str, Entry], data_size: int, path: str) -> None:
         if entry.end > data_size:
             raise CheckpointError(
                 f"{path}: tensor {entry.info.name!r}: data_offsets [{entry.begin}, {entry.end}] "
-                f"lie outside the data area ({data_size} bytes); the file is truncated or the "
-                "header is wrong"
+                f"lie outside the data area ({data_size} bytes); expected offsets inside it "
+                "(the file is truncated or the header is wrong)"
             )
         if entry.begin < cursor and previous is not None:
             raise CheckpointError(
