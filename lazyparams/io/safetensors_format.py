@@ -17,7 +17,7 @@ from typing import Any
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import TensorInfo
-from lazyparams.io.limits import check_name, check_shape, load_json
+from lazyparams.io.limits import MAX_INT_DIGITS, check_name, check_shape, load_json
 
 HEADER_LIMIT = 100 * 1000 * 1000
 METADATA_KEY = "__metadata__"
@@ -107,10 +107,39 @@ def _read_exactly(read: Callable[[int], bytes], length: int, path: str) -> bytes
 
 
 def _decode_json(data: bytes, path: str) -> dict[str, Any]:
-    raw = load_json(data, path, "header")
+    try:
+        raw = load_json(data, path, "header")
+    except CheckpointError as err:
+        culprit = _entry_with_long_integer(data)
+        if culprit is None:
+            raise
+        raise CheckpointError(
+            f"{err}, in the entry of tensor {culprit!r}; expected integers of at most "
+            f"{MAX_INT_DIGITS} digits"
+        ) from None
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path}: header is not a JSON object")
     return raw
+
+
+def _entry_with_long_integer(data: bytes) -> str | None:
+    """The tensor whose entry holds an integer of more than MAX_INT_DIGITS digits, found by a
+    second parse that keeps no integer (None when the header fails for another reason)."""
+    too_long = object()
+
+    def marker(digits: str) -> object:
+        return too_long if len(digits.lstrip("-")) > MAX_INT_DIGITS else 0
+
+    try:
+        raw = json.loads(data.decode("utf-8", "replace"), parse_int=marker)
+    except (ValueError, RecursionError):
+        return None
+    for name, value in raw.items() if isinstance(raw, dict) else ():
+        fields = value.values() if isinstance(value, dict) else ()
+        items = [i for f in fields for i in (f if isinstance(f, list) else [f])]
+        if any(item is too_long for item in items):
+            return str(name)
+    return None
 
 
 def _parse_metadata(value: object, path: str) -> dict[str, str] | None:
