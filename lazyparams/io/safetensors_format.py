@@ -10,6 +10,7 @@ tensors out exactly as the reference does. Imports numpy and io.limits only.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import TensorInfo
+from lazyparams.io.dtypes import numpy_dtype
 from lazyparams.io.limits import MAX_INT_DIGITS, check_name, check_shape, load_json
 
 HEADER_LIMIT = 100 * 1000 * 1000
@@ -44,6 +46,7 @@ _CODE_ORDER = (
 CODE_TO_DTYPE = dict(_CODE_ORDER)
 DTYPE_TO_CODE = {dtype: code for code, dtype in _CODE_ORDER}
 _RANK = {dtype: rank for rank, (_, dtype) in enumerate(_CODE_ORDER)}
+_ITEMSIZE = {dtype: numpy_dtype(dtype).itemsize for dtype in CODE_TO_DTYPE.values()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,10 +181,11 @@ def _parse_entry(name: str, value: object, path: str) -> Entry:
             f"(supported: {', '.join(CODE_TO_DTYPE)})"
         )
     shape, offsets = value["shape"], value["data_offsets"]
-    if not _is_int_list(shape) or not _is_int_list(offsets) or len(offsets) != 2:
+    if not isinstance(shape, list) or not _is_int_list(offsets) or len(offsets) != 2:
         raise CheckpointError(f"{where}: shape and data_offsets must be lists of integers >= 0")
     begin, end = offsets
-    info = TensorInfo.of(name, check_shape(shape, where), dtype)
+    dims = check_shape(shape, where)
+    info = TensorInfo(name, dims, dtype, math.prod(dims) * _ITEMSIZE[dtype])
     if end - begin != info.nbytes:
         raise CheckpointError(
             f"{where}: data_offsets [{begin}, {end}] hold {end - begin} bytes, but shape "

@@ -9,6 +9,8 @@ caller allows links out, and index and shards must agree tensor for tensor. Impo
 from __future__ import annotations
 
 import os
+import resource
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -117,13 +119,21 @@ def read_weight_map(index_path: Path) -> dict[str, str]:
     for name in weight_map:
         check_name(name, f"{index_path}: weight_map")
     files = set(weight_map.values())
-    if len(files) > MAX_SHARDS:
+    limit = min(MAX_SHARDS, _open_files_limit())
+    if len(files) > limit:
         raise CheckpointError(
-            f"{index_path}: the index names {len(files)} shards; the limit is {MAX_SHARDS}"
+            f"{index_path}: the index names {len(files)} shards; the limit is {limit} (each "
+            f"is held open: at most {MAX_SHARDS}, and what `ulimit -n` leaves)"
         )
     for file in sorted(files):
         _check_shard_name(file, index_path)
     return weight_map
+
+
+def _open_files_limit() -> int:
+    """How many more files this process may hold open, keeping a margin for everything else."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return MAX_SHARDS if soft == resource.RLIM_INFINITY else max(soft - 64, 1)
 
 
 def _read_index(index_path: Path) -> bytes:
@@ -159,11 +169,10 @@ def _locate_shards(
     """Each shard's real path -> (its first name in the index, the path to open), and each
     tensor's shard by real path; missing shards and shards outside the folder are refused."""
     folder = index_path.parent
-    where = f"{index_path}: weight_map"
-    located = {
-        file: inside_folder(folder, file, where, allow_outside)
-        for file in sorted(set(weight_map.values()))
-    }
+    located = {file: folder / file for file in sorted(set(weight_map.values()))}
+    for file in located:
+        if not _plainly_inside(folder, file):
+            inside_folder(folder, file, f"{index_path}: weight_map", allow_outside)
     missing = [file for file, path in located.items() if not _is_file(path)]
     if missing:
         shown = ", ".join(repr(file) for file in missing[:5])
@@ -183,5 +192,19 @@ def _is_file(path: Path) -> bool:
     """Whether `path` is a regular file (a name the OS refuses, such as one too long, is not)."""
     try:
         return path.is_file()
+    except OSError:
+        return False
+
+
+def _plainly_inside(folder: Path, file: str) -> bool:
+    """Whether `file` is a bare name that is no link (a regular file, or nothing): inside
+    `folder` without resolving anything, the common case, kept cheap for indexes of thousands
+    of shards."""
+    if "/" in file or file in (".", ".."):
+        return False
+    try:
+        return stat.S_ISREG(os.lstat(folder / file).st_mode)
+    except FileNotFoundError:
+        return True
     except OSError:
         return False

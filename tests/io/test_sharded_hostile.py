@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 from pathlib import Path
 
 import numpy as np
@@ -78,7 +79,15 @@ def test_an_index_naming_too_many_shards_is_refused_before_any_is_looked_for(
     tmp_path: Path,
 ) -> None:
     index = make_index(tmp_path, {f"t{i}": f"s{i}.safetensors" for i in range(MAX_SHARDS + 1)})
-    refused(index, index, f"names {MAX_SHARDS + 1} shards; the limit is {MAX_SHARDS}")
+    refused(index, index, f"names {MAX_SHARDS + 1} shards; the limit is ")
+
+
+def test_an_index_naming_more_shards_than_files_may_be_opened_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (100, 100))
+    index = make_index(tmp_path, {f"t{i}": f"s{i}.safetensors" for i in range(37)})
+    refused(index, index, "names 37 shards; the limit is 36", "ulimit -n")
 
 
 # 2. Shards that are not shards, and indexes that disagree with their shards --------------------
