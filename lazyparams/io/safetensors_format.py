@@ -113,7 +113,7 @@ def _decode_json(data: bytes, path: str) -> dict[str, Any]:
     try:
         raw = load_json(data, path, "header")
     except CheckpointError as err:
-        culprit = _entry_with_long_integer(data)
+        culprit = _entry_with_long_integer(data) if "digits" in str(err) else None
         if culprit is None:
             raise
         raise CheckpointError(

@@ -17,8 +17,8 @@ import pytest
 from safetensors import safe_open
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io import SafetensorsSource
-from lazyparams.io.safetensors_format import parse_header
+from lazyparams.io import SafetensorsSource, TensorInfo
+from lazyparams.io.safetensors_format import build_header, parse_header
 
 
 def raw_file(
@@ -221,3 +221,11 @@ def test_an_mmap_failure_is_refused_naming_the_tensor(
             with pytest.raises(CheckpointError, match="Cannot allocate memory") as caught:
                 load()
             assert str(caught.value).startswith(f"{path}: tensor 'b': cannot map its bytes")
+
+
+@pytest.mark.parametrize(("name", "expected"), [("a\x00", "NUL"), ("a\udce9", "lone surrogate")])
+def test_the_writer_refuses_names_no_reader_could_take(name: str, expected: str) -> None:
+    infos = [TensorInfo.of(name, (1,), "float32")]
+    with pytest.raises(CheckpointError, match=expected) as caught:
+        build_header(infos, path="out.safetensors")
+    assert str(caught.value).startswith("out.safetensors: tensor name ")
