@@ -90,6 +90,8 @@ def _open_file(target: Path) -> CheckpointSource:
     """One checkpoint file, by its extension or else its first bytes (never an index)."""
     if target.name.endswith(".index.json"):
         raise CheckpointError(f"{target}: is an index, not a weights file")
+    if not target.is_file():  # a FIFO or a device would block or never end
+        raise CheckpointError(f"{target}: not a regular file; expected a checkpoint file")
     return (_BY_SUFFIX.get(target.suffix) or _sniff(target))(target)
 
 
@@ -97,7 +99,7 @@ def _open_folder(folder: Path, allow_outside: bool) -> CheckpointSource:
     indexes = sorted(folder.glob("*.index.json"), key=lambda p: (".safetensors." not in p.name, p))
     if indexes:
         return open_index(_inside(folder, indexes[0], allow_outside), allow_outside)
-    for suffix, opener in _BY_SUFFIX.items():
+    for suffix in _BY_SUFFIX:
         files = [_inside(folder, f, allow_outside) for f in sorted(folder.glob(f"*{suffix}"))]
         if len(files) > 1 and suffix == ".gguf":
             return open_gguf_folder(folder, files)
@@ -105,15 +107,19 @@ def _open_folder(folder: Path, allow_outside: bool) -> CheckpointSource:
             names = ", ".join(f.name for f in files[:4])
             raise CheckpointError(f"{folder}: several {suffix} files ({names}) and no index")
         if files:
-            return opener(files[0])
+            return _open_file(files[0])
     if any(folder.rglob("*.npy")):
         return NpyFolderSource(folder, allow_outside_links=allow_outside)
     raise CheckpointError(f"{folder}: no checkpoint found (no index, weights file or .npy files)")
 
 
 def _inside(folder: Path, found: Path, allow_outside: bool) -> Path:
-    """A file found in `folder`, refused when it is a link resolving outside the folder."""
-    return inside_folder(folder, found.name, str(folder), allow_outside)
+    """A file found in `folder`, refused when it is a link resolving outside the folder or is
+    not a regular file."""
+    path = inside_folder(folder, found.name, str(folder), allow_outside)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: not a regular file; expected a checkpoint file")
+    return path
 
 
 def _sniff(path: Path) -> Opener:

@@ -209,3 +209,11 @@ def test_a_corrupt_zip_without_extension_is_refused_as_such(tmp_path: Path) -> N
     path = tmp_path / "weights"
     path.write_bytes(b"PK\x03\x04" + bytes(40))
     refused(path, path, "not a readable zip archive")
+
+
+def test_a_fifo_is_refused_instead_of_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "model.safetensors")
+    refused(tmp_path, tmp_path / "model.safetensors", "not a regular file")
+    refused(tmp_path / "model.safetensors", tmp_path / "model.safetensors", "not a regular file")
+    index = make_index(tmp_path, {"a": "model.safetensors"})
+    refused(index, index, "do not exist or are not files: 'model.safetensors'")
