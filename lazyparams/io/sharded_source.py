@@ -101,7 +101,7 @@ class ShardedSource(MultiFileSource):
             if name not in self._infos:
                 raise CheckpointError(
                     f"{self.path}: weight_map puts tensor {name!r} in shard {file!r}, "
-                    "which has no such tensor"
+                    "which has no such tensor; expected the shard to hold every tensor listed"
                 )
 
 
