@@ -67,13 +67,15 @@ class ShardedSource(MultiFileSource):
         self.path = str(index_path)
         self.weight_map = read_weight_map(Path(index_path))
         shards, self._home = _locate_shards(Path(index_path), self.weight_map, allow_outside_links)
+        self._listed: dict[str, list[str]] = {real: [] for real in shards}
+        for name, real in self._home.items():
+            self._listed[real].append(name)
         self._members = []
         self._owner: dict[str, CheckpointSource] = {}
         self._infos = {}
         try:
             for real, (file, path) in shards.items():
                 self._add_shard(real, file, open_shard(path))
-            self._check_complete()
         except BaseException:
             self.close()
             raise
@@ -95,10 +97,14 @@ class ShardedSource(MultiFileSource):
                 )
             self._infos[name] = shard.info(name)
             self._owner[name] = shard
+        self._check_complete(real)
 
-    def _check_complete(self) -> None:
-        for name, file in self.weight_map.items():
+    def _check_complete(self, real: str) -> None:
+        """Refuse the index once a shard it was read from lacks a tensor listed there (checked
+        shard by shard, so a lying index is refused at its first shard, not its last)."""
+        for name in self._listed[real]:
             if name not in self._infos:
+                file = self.weight_map[name]
                 raise CheckpointError(
                     f"{self.path}: weight_map puts tensor {name!r} in shard {file!r}, "
                     "which has no such tensor; expected the shard to hold every tensor listed"
@@ -169,10 +175,15 @@ def _locate_shards(
     """Each shard's real path -> (its first name in the index, the path to open), and each
     tensor's shard by real path; missing shards and shards outside the folder are refused."""
     folder = index_path.parent
+    root = os.path.realpath(folder)
     located = {file: folder / file for file in sorted(set(weight_map.values()))}
-    for file in located:
-        if not _plainly_inside(folder, file):
+    real: dict[str, str] = {}
+    for file, path in located.items():
+        if _plainly_inside(folder, file):
+            real[file] = os.path.join(root, file)
+        else:
             inside_folder(folder, file, f"{index_path}: weight_map", allow_outside)
+            real[file] = os.path.realpath(path)
     missing = [file for file, path in located.items() if not _is_file(path)]
     if missing:
         shown = ", ".join(repr(file) for file in missing[:5])
@@ -181,7 +192,6 @@ def _locate_shards(
             f"{index_path}: weight_map names {len(missing)} shard(s) that do not exist or are "
             f"not files: {shown}{more}; expected all {len(located)} shards beside the index"
         )
-    real = {file: os.path.realpath(path) for file, path in located.items()}
     shards: dict[str, tuple[str, Path]] = {}
     for file, path in located.items():
         shards.setdefault(real[file], (file, path))
