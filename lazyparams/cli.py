@@ -29,7 +29,7 @@ from lazyparams.engine.partition_report import partition_table, parts_table
 from lazyparams.engine.plan import opened
 from lazyparams.engine.recipes import RECIPE_NAMES
 from lazyparams.engine.specs import resolve_spec, spec_with_options
-from lazyparams.errors import LazyParamsError
+from lazyparams.errors import ConvertError, LazyParamsError
 from lazyparams.io import SINK_FORMATS, read_gguf_metadata
 from lazyparams.io.gguf_metadata_text import METADATA_SPELLING, parse_metadata_item
 
@@ -94,6 +94,11 @@ def _spec_and_source(command: argparse.ArgumentParser) -> None:
         "--gguf-pre",
         metavar="NAME",
         help="gguf: the BPE pre-tokenizer's name, where the model folder's is not a known one",
+    )
+    command.add_argument(
+        "--allow-outside-links",
+        action="store_true",
+        help="let SRC's shards and files resolve (symlinks, ..) outside its folder",
     )
 
 
@@ -216,7 +221,13 @@ def _run_plan(args: argparse.Namespace, out: Console) -> int:
     if args.workers_on_cluster is not None:
         return _run_partition(args, out)
     spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
-    the_plan = plan(spec, args.src, budget=args.budget, workers=args.workers)
+    the_plan = plan(
+        spec,
+        args.src,
+        budget=args.budget,
+        workers=args.workers,
+        allow_outside_links=args.allow_outside_links,
+    )
     if args.json:
         print(json.dumps(the_plan.summary(), indent=2))
     else:
@@ -229,6 +240,8 @@ def _run_plan(args: argparse.Namespace, out: Console) -> int:
 
 
 def _run_partition(args: argparse.Namespace, out: Console) -> int:
+    if args.allow_outside_links:
+        raise ConvertError("--allow-outside-links: applies to one machine, not to cluster parts")
     parts = partition(
         args.spec,
         args.src,
@@ -260,6 +273,7 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
         metadata=_metadata(args),
         cluster=args.cluster,
         part_size=args.part_size,
+        allow_outside_links=args.allow_outside_links,
     )
     if args.json:
         print(json.dumps(report.summary(), indent=2))
@@ -285,7 +299,7 @@ def _metadata(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def _run_show(args: argparse.Namespace, out: Console) -> int:
     spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
-    with opened(args.src) as source:
+    with opened(args.src, args.allow_outside_links) as source:
         fn = resolve_spec(spec, source, args.src).fn
         text = stage(trace_transform(fn, source), args.stage).script()
     sys.stdout.write(text)

@@ -33,7 +33,7 @@ from lazyparams.engine.compile import (
 )
 from lazyparams.engine.sizes import size_or_none
 from lazyparams.engine.specs import resolve_spec
-from lazyparams.errors import BudgetError, ConvertError
+from lazyparams.errors import BudgetError, CheckpointError, ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo, open_source
 from lazyparams.io.partial import read_buffer_bytes
 from lazyparams.ir import Function, IRModule, StructInfo
@@ -174,7 +174,12 @@ class Plan:
 
 
 def plan(
-    transform: Spec, src: Source, *, budget: int | str | None = None, workers: int = 1
+    transform: Spec,
+    src: Source,
+    *,
+    budget: int | str | None = None,
+    workers: int = 1,
+    allow_outside_links: bool = False,
 ) -> Plan:
     """Trace `transform` against the header of `src`, lower it, and predict its memory.
 
@@ -182,9 +187,11 @@ def plan(
     (`fuse-qkv+cast:float16`) or the path of a `.py` file defining `transform`; `src` is a
     checkpoint path or an open source. `budget` (bytes, or a size such as `4GiB`) is recorded;
     `plan.fits` and `plan.budget_message` say whether it holds. No tensor data is read.
+    `allow_outside_links` lets a folder's files and an index's shards resolve (through
+    symlinks, `..` or absolute names) outside the checkpoint folder.
     """
     limit = size_or_none(budget, "budget")
-    with opened(src) as source:
+    with opened(src, allow_outside_links) as source:
         resolved = resolve_spec(transform, source, src)
         traced = trace_transform(resolved.fn, source)
         the_plan = build_plan(traced, source, spec=resolved.name, budget=limit, workers=workers)
@@ -254,15 +261,27 @@ def source_name(source: CheckpointSource) -> str:
 
 
 @contextlib.contextmanager
-def opened(src: Source) -> Iterator[CheckpointSource]:
-    """`src` as a source: opened (and closed after) when it is a path, else as given."""
+def opened(src: Source, allow_outside_links: bool = False) -> Iterator[CheckpointSource]:
+    """`src` as a source: opened (and closed after) when it is a path, else as given.
+
+    `allow_outside_links` is passed to `open_source`: files may resolve outside the folder."""
     if all(callable(getattr(src, m, None)) for m in ("names", "info", "load")):
-        yield src  # type: ignore[misc]
+        yield _holding_tensors(src)  # type: ignore[arg-type]
         return
     if not isinstance(src, str | os.PathLike):
         raise ConvertError(f"expected a checkpoint path or source, got {type(src).__name__}")
-    with open_source(src) as source:
-        yield source
+    with open_source(src, allow_outside_links) as source:
+        yield _holding_tensors(source)
+
+
+def _holding_tensors(source: CheckpointSource) -> CheckpointSource:
+    """`source`, refused when it holds no tensor: an empty checkpoint is the checkpoint's fault,
+    not that of the SPEC that then returns nothing."""
+    if not source.names():
+        raise CheckpointError(
+            f"{source_name(source)}: the checkpoint holds no tensors; expected at least one"
+        )
+    return source
 
 
 __all__ = ["Plan", "build_plan", "opened", "plan"]

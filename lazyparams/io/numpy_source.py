@@ -151,6 +151,7 @@ class NpyFolderSource(SourceBase):
 
     def __init__(self, path: str | os.PathLike[str], allow_outside_links: bool = False) -> None:
         self.path = str(path)
+        self.allow_outside_links = allow_outside_links
         folder = Path(path)
         if not folder.is_dir():
             raise CheckpointError(f"{self.path}: not a folder")
