@@ -235,16 +235,19 @@ def _signature(
     read_vars: Sequence[Var],
     reads: dict[Var, int],
 ) -> Hashable:
-    """A description of a unit's computation in which tensors are numbered, not named."""
-    rank = {index: order for order, index in enumerate(sorted(inputs))}
-    local = {var: -1 - inputs.index(reads[var]) for var in read_vars}
+    """A description of a unit's computation in which tensors are numbered, not named.
+
+    Inputs are numbered in order of first use, as `unit_module` passes them; where they sit in
+    the checkpoint is left out, so the layers of a model share one signature even where a
+    shard boundary splits one layer's inputs and not another's."""
+    position = {index: order for order, index in enumerate(inputs)}
+    local = {var: -1 - position[reads[var]] for var in read_vars}
     steps = []
     for binding in bindings:
         steps.append((str(struct_info_of(binding.var)), _describe(binding.value, local)))
         local[binding.var] = len(local)
     read_infos = tuple(sorted((local[v], str(struct_info_of(v))) for v in local if local[v] < 0))
-    order = tuple(rank[i] for i in inputs)
-    return (tuple(steps), read_infos, order, tuple(_describe(f, local) for f in fields))
+    return (tuple(steps), read_infos, tuple(_describe(f, local) for f in fields))
 
 
 def _describe(expr: Any, local: dict[Var, int]) -> Hashable:
