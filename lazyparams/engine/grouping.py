@@ -244,9 +244,10 @@ def _signature(
     local = {var: -1 - position[reads[var]] for var in read_vars}
     steps = []
     for binding in bindings:
-        steps.append((str(struct_info_of(binding.var)), _describe(binding.value, local)))
+        # struct info compares and hashes by value: cheaper than its printed form
+        steps.append((struct_info_of(binding.var), _describe(binding.value, local)))
         local[binding.var] = len(local)
-    read_infos = tuple(sorted((local[v], str(struct_info_of(v))) for v in local if local[v] < 0))
+    read_infos = tuple(sorted((local[v], struct_info_of(v)) for v in local if local[v] < 0))
     return (tuple(steps), read_infos, tuple(_describe(f, local) for f in fields))
 
 
