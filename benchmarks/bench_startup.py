@@ -1,12 +1,13 @@
 """Benchmark: how long the `lazyparams` command takes to answer, next to a bare interpreter.
 
 Each command runs N times in a fresh interpreter, as the console script runs it, after one
-warm-up run (so byte code is cached, as an installed package has it). The floor is
-`python -c pass`. Commands: `--version`, `--help`, `plan` of a 1B-class checkpoint with
-`cast:float16` and with `gguf`, and the partitioned plan of the header-only 671B DeepSeek-V3
-layout for 64 workers (`deepseek_headers`, no data read). Prints a markdown table of medians
-(wall and CPU seconds, CPU being the child's user + system time, which a busy machine
-disturbs less) with ratios to the floor, and writes it to `benchmarks/results/startup.md`.
+warm-up run, so byte code is cached as an installed package has it (the 671B plan reuses the
+plans' warm-up). The floor is `python -c pass`. Commands: `--version`, `--help`, `plan` of a
+1B-class checkpoint with `cast:float16` and with `gguf`, and the partitioned plan of the
+header-only 671B DeepSeek-V3 layout for 64 workers (`deepseek_headers`, no data read). Prints
+a markdown table of medians (wall and CPU seconds, CPU being the child's user + system time,
+which a busy machine disturbs less) with ratios to the floor, and writes it to
+`benchmarks/results/startup.md`.
 
     python -m benchmarks.bench_startup --model PATH/TO/llama-1b --runs 7
 """
@@ -46,7 +47,10 @@ def run_once(argv: Sequence[str], root: Path) -> tuple[float, float]:
     project at `root`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(argv, env=_env(root), capture_output=True, text=True, check=False)
+    # run in `root`: `python -c` puts the working folder first on the path
+    done = subprocess.run(
+        argv, cwd=root, env=_env(root), capture_output=True, text=True, check=False
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -55,9 +59,10 @@ def run_once(argv: Sequence[str], root: Path) -> tuple[float, float]:
     return wall, cpu
 
 
-def medians(argv: Sequence[str], runs: int, root: Path) -> tuple[float, float]:
-    """Median wall and CPU seconds of `runs` runs of `argv`, after a warm-up run."""
-    run_once(argv, root)
+def medians(argv: Sequence[str], runs: int, root: Path, warm_up: bool) -> tuple[float, float]:
+    """Median wall and CPU seconds of `runs` runs of `argv`, after a warm-up run if asked."""
+    if warm_up:
+        run_once(argv, root)
     samples = [run_once(argv, root) for _ in range(runs)]
     return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
 
@@ -84,7 +89,8 @@ def table(results: Sequence[tuple[str, float, float]], runs: int, big_runs: int)
     _, floor_wall, floor_cpu = results[0]
     lines = [
         f"Medians of {runs} runs ({big_runs} for the 671B plan), each in a fresh interpreter "
-        f"after a warm-up run; {os.cpu_count()} CPUs, Python {platform.python_version()}.",
+        f"after a warm-up run; {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"load average {os.getloadavg()[0]:.1f} at the end.",
         "",
         "| command | wall s | wall ÷ floor | CPU s | CPU ÷ floor | CPU over floor s |",
         "|---|---|---|---|---|---|",
@@ -102,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, help="a 1B-class Hugging Face model folder")
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--big-runs", type=int, default=3, help="runs of the 671B plan")
+    parser.add_argument("--big-runs", type=int, default=1, help="runs of the 671B plan")
     parser.add_argument("--no-671b", action="store_true", help="skip the 671B plan")
     parser.add_argument(
         "--root", type=Path, default=ROOT, help="the project checkout to time (default: this one)"
@@ -114,8 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         deepseek = None if args.no_671b else make_header_only(Path(folder) / "deepseek-v3")
         results = []
         for label, command in commands(args.model, deepseek):
-            runs = args.big_runs if "671B" in label else args.runs
-            results.append((label, *medians(command, runs, args.root)))
+            big = "671B" in label  # its modules are those of the plans before it: no warm-up
+            runs = args.big_runs if big else args.runs
+            results.append((label, *medians(command, runs, args.root, warm_up=not big)))
             print(f"{label}: {results[-1][1]:.3f} s wall, {results[-1][2]:.3f} s CPU", flush=True)
     text = table(results, args.runs, args.big_runs)
     print(text)
