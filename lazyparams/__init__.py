@@ -30,8 +30,20 @@ __all__ = ["__version__", "convert", "ops", "plan", "trace"]
 
 
 _SUBPACKAGES = frozenset(
-    {"analysis", "cluster", "engine", "frontend", "io", "ir", "op", "runtime", "script"}
-    | {"targets", "tir", "transform"}
+    [
+        "analysis",
+        "cluster",
+        "engine",
+        "frontend",
+        "io",
+        "ir",
+        "op",
+        "runtime",
+        "script",
+        "targets",
+        "tir",
+        "transform",
+    ]
 )
 
 
