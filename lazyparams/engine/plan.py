@@ -37,7 +37,6 @@ from lazyparams.errors import BudgetError, CheckpointError, ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo, open_source
 from lazyparams.io.partial import read_buffer_bytes
 from lazyparams.ir import Function, IRModule, StructInfo
-from lazyparams.runtime.parallel import default_budget, parallel_model_of
 from lazyparams.transform.chunk_rows import GET_COLS, GET_ROWS, SET_ROWS
 
 Spec = str | os.PathLike[str] | Callable[..., Any] | IRModule
@@ -87,6 +86,8 @@ class Plan:
         if self.parallel is None:
             return None
         if self.budget is None:
+            from lazyparams.runtime.parallel import default_budget
+
             return default_budget(self.parallel, self.workers)
         room = self.budget - self.read_buffer_bytes
         return room if self.parallel.peak_bytes <= room else None
@@ -246,6 +247,8 @@ def _parallel_model(
     """What `workers` > 1 plan with (None for one worker)."""
     if workers == 1:
         return None
+    from lazyparams.runtime.parallel import parallel_model_of  # the runtime, for workers only
+
     return parallel_model_of(lazy, FUNC, inputs=weights, reorderable=ENGINE_IO)
 
 

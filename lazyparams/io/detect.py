@@ -1,11 +1,12 @@
 """Choosing a source or sink for a path: `open_source` detects the format, `open_sink` picks one.
 
 Detection goes by extension, then by folder contents, then by the file's first bytes. Imports the
-io layer only.
+io layer only, each format's module when a path of that format is opened.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -14,24 +15,33 @@ from typing import Any
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import CheckpointSink, CheckpointSource, TensorInfo, open_binary
-from lazyparams.io.gguf_format import GGUFSink
-from lazyparams.io.gguf_split_source import open_gguf, open_gguf_folder
 from lazyparams.io.limits import inside_folder
-from lazyparams.io.numpy_sink import NpyFolderSink, NpzSink
-from lazyparams.io.numpy_source import NpyFolderSource, NpzSource
-from lazyparams.io.safetensors_sink import SafetensorsSink
-from lazyparams.io.safetensors_source import SafetensorsSource
-from lazyparams.io.sharded_source import ShardedSource
-from lazyparams.io.torch_source import TorchSource
 
 Opener = Callable[[Path], CheckpointSource]
+
+
+def _opener(module: str, name: str) -> Opener:
+    """The opener `name` of io module `module`, imported on first call: a command loads only
+    the formats it opens (gguf's and torch's libraries cost more than the rest of a plan)."""
+
+    def open_path(path: Path) -> CheckpointSource:
+        found: Opener = getattr(importlib.import_module(f"lazyparams.io.{module}"), name)
+        return found(path)
+
+    return open_path
+
+
+_safetensors = _opener("safetensors_source", "SafetensorsSource")
+_torch = _opener("torch_source", "TorchSource")
+_npz = _opener("numpy_source", "NpzSource")
+_gguf = _opener("gguf_split_source", "open_gguf")
 _BY_SUFFIX: dict[str, Opener] = {
-    ".safetensors": SafetensorsSource,
-    ".gguf": open_gguf,
-    ".bin": TorchSource,
-    ".pt": TorchSource,
-    ".pth": TorchSource,
-    ".npz": NpzSource,
+    ".safetensors": _safetensors,
+    ".gguf": _gguf,
+    ".bin": _torch,
+    ".pt": _torch,
+    ".pth": _torch,
+    ".npz": _npz,
 }
 SINK_FORMATS = ("safetensors", "npz", "npy", "gguf")
 _SINK_SUFFIXES = {".safetensors": "safetensors", ".npz": "npz", ".gguf": "gguf"}
@@ -57,8 +67,10 @@ def open_source(
     return _open_file(target)
 
 
-def open_index(index: Path, allow_outside_links: bool = False) -> ShardedSource:
+def open_index(index: Path, allow_outside_links: bool = False) -> CheckpointSource:
     """The sharded checkpoint `index` ties together, each shard opened by `shard_opener`."""
+    from lazyparams.io.sharded_source import ShardedSource
+
     return ShardedSource(index, shard_opener(index), allow_outside_links=allow_outside_links)
 
 
@@ -102,6 +114,8 @@ def _open_folder(folder: Path, allow_outside: bool) -> CheckpointSource:
     for suffix in _BY_SUFFIX:
         files = [_inside(folder, f, allow_outside) for f in sorted(folder.glob(f"*{suffix}"))]
         if len(files) > 1 and suffix == ".gguf":
+            from lazyparams.io.gguf_split_source import open_gguf_folder
+
             return open_gguf_folder(folder, files)
         if len(files) > 1:
             names = ", ".join(f.name for f in files[:4])
@@ -109,6 +123,8 @@ def _open_folder(folder: Path, allow_outside: bool) -> CheckpointSource:
         if files:
             return _open_file(files[0])
     if any(folder.rglob("*.npy")):
+        from lazyparams.io.numpy_source import NpyFolderSource
+
         return NpyFolderSource(folder, allow_outside_links=allow_outside)
     raise CheckpointError(f"{folder}: no checkpoint found (no index, weights file or .npy files)")
 
@@ -130,11 +146,11 @@ def _sniff(path: Path) -> Opener:
         except OSError as err:
             raise CheckpointError(f"{path}: cannot read: {err}") from None
     if head.startswith(b"GGUF"):
-        return open_gguf
+        return _gguf
     if head.startswith(b"PK\x03\x04"):
-        return TorchSource if _is_torch_zip(path) else NpzSource
+        return _torch if _is_torch_zip(path) else _npz
     if len(head) == 9 and head[8:9] == b"{":
-        return SafetensorsSource
+        return _safetensors
     raise CheckpointError(
         f"{path}: cannot tell the checkpoint format (expected .safetensors, .gguf, .bin, .pt, "
         ".pth, .npz, an index .json or a folder)"
@@ -176,6 +192,10 @@ def open_sink(
         )
     if metadata is not None and chosen != "gguf":
         raise CheckpointError(f"{path}: metadata is only written to gguf, not {chosen}")
+    from lazyparams.io.gguf_format import GGUFSink
+    from lazyparams.io.numpy_sink import NpyFolderSink, NpzSink
+    from lazyparams.io.safetensors_sink import SafetensorsSink
+
     if chosen == "safetensors":
         return SafetensorsSink(path, infos, max_shard_size=shard_size)
     if chosen == "npz":

@@ -12,6 +12,7 @@ from lazyparams.op.base import (
     make_call,
     normalize_attrs,
     register,
+    typed_call,
 )
 from lazyparams.op.binary import add, broadcast_shapes, divide, matmul, multiply, subtract
 from lazyparams.op.builtin import call_packed, call_tir, kill_object, stop_lift_params
@@ -62,5 +63,6 @@ __all__ = [
     "strided_slice",
     "subtract",
     "take",
+    "typed_call",
     "zeros",
 ]
