@@ -141,3 +141,21 @@ def refused(path: Path, *culprits: str) -> str:
             reader(path)
         assert str(again.value) == message
     return message
+
+
+def with_pair(src: Path, dst: Path, key: str, value: bytes) -> Path:
+    """A copy of `src` (a file without tensors) with one more pair, `key` and the raw `value`
+    bytes (its type id first), appended and counted."""
+    data = bytearray(src.read_bytes())
+    struct.pack_into("<Q", data, 16, struct.unpack_from("<Q", data, 16)[0] + 1)
+    encoded = key.encode()
+    dst.write_bytes(bytes(data) + struct.pack("<Q", len(encoded)) + encoded + value)
+    return dst
+
+
+def nested_array(depth: int) -> bytes:
+    """The raw value of `depth` arrays nested in one another, one INT32 (7) innermost."""
+    value = struct.pack("<IIQi", T.ARRAY, T.INT32, 1, 7)
+    for _ in range(depth - 1):
+        value = struct.pack("<IIQ", T.ARRAY, T.ARRAY, 1) + value[4:]
+    return value
