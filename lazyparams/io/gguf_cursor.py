@@ -17,18 +17,26 @@ from lazyparams.errors import CheckpointError
 
 UNREADABLE = "not a readable GGUF file"
 """The words every header error starts with, after the file's path."""
+_CODES = "BbHhIiQqfd"
 
 
 class Cursor:
     """A position in the bytes of one file (a map or a bytes object), read in `order`
-    ("<" little-endian, ">" big-endian); `path` starts every error."""
+    ("<" little-endian, ">" big-endian); `path` starts every error. `inner_arrays` counts
+    the arrays read inside arrays so far, which the value reader bounds per file."""
 
     def __init__(self, data: Any, path: str, order: str = "<") -> None:
         self.data = data
         self.path = path
-        self.order = order
         self.pos = 0
         self.size = len(data)
+        self.inner_arrays = 0
+        self.set_order(order)
+
+    def set_order(self, order: str) -> None:
+        """Read in byte order `order` from now on (struct formats compiled once per order)."""
+        self.order = order
+        self._structs: dict[str, struct.Struct] = {c: struct.Struct(order + c) for c in _CODES}
 
     def left(self) -> int:
         """Bytes between the position and the end of the file."""
@@ -41,7 +49,7 @@ class Cursor:
 
     def need(self, nbytes: int, where: str, what: str, at: int | None = None) -> None:
         """Refuse unless `nbytes` bytes are left for `what`."""
-        if nbytes > self.left():
+        if nbytes > self.size - self.pos:
             self.fail(
                 where,
                 f"{what} needs {nbytes} bytes but {self.left()} are left in the file; expected "
@@ -49,13 +57,25 @@ class Cursor:
                 at,
             )
 
-    def unpack(self, fmt: str, where: str, what: str) -> Any:
-        """One value of the struct format `fmt` (in the file's byte order)."""
-        packer = struct.Struct(self.order + fmt)
+    def unpack(self, code: str, where: str, what: str) -> Any:
+        """One value of the one-letter struct format `code` (in the file's byte order)."""
+        packer = self._structs[code]
+        start = self.pos
+        if packer.size > self.size - start:
+            self.need(packer.size, where, what)
+        self.pos = start + packer.size
+        return packer.unpack_from(self.data, start)[0]
+
+    def unpack_many(self, fmt: str, where: str, what: str) -> tuple[Any, ...]:
+        """The values of the struct format `fmt` (several fields read at once), each format
+        compiled once."""
+        packer = self._structs.get(fmt)
+        if packer is None:
+            packer = self._structs[fmt] = struct.Struct(self.order + fmt)
         self.need(packer.size, where, what)
-        (value,) = packer.unpack_from(self.data, self.pos)
+        start = self.pos
         self.pos += packer.size
-        return value
+        return packer.unpack_from(self.data, start)
 
     def u32(self, where: str, what: str) -> int:
         """An unsigned 32-bit integer."""
@@ -75,9 +95,15 @@ class Cursor:
     def string(self, where: str, what: str) -> bytes:
         """A GGUF string's bytes: its u64 length, checked against the bytes left, then them."""
         at = self.pos
-        length = self.u64(where, f"the length of {what}")
-        self.need(length, where, f"{what} (a string)", at)
-        return self.raw(length, where, what)
+        if self.size - at < 8:
+            self.need(8, where, f"the length of {what}")
+        (length,) = self._structs["Q"].unpack_from(self.data, at)
+        start = at + 8
+        if length > self.size - start:
+            self.pos = start
+            self.need(length, where, f"{what} (a string)", at)
+        self.pos = start + length
+        return bytes(self.data[start : self.pos])
 
     def text(self, where: str, what: str) -> str:
         """A GGUF string that must be valid UTF-8 without NUL (a key or a tensor name)."""

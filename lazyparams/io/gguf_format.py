@@ -76,7 +76,9 @@ class GGUFSource(SourceBase):
             if dtype is None:
                 self._quantized[tensor.name] = tensor.ggml_type.name
             else:
-                self._infos[tensor.name] = TensorInfo.of(tensor.name, tensor.shape, dtype)
+                self._infos[tensor.name] = TensorInfo(
+                    tensor.name, tensor.shape, dtype, tensor.nbytes
+                )
         self._file = open_binary(self.path)
 
     def names(self) -> list[str]:

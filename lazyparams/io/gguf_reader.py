@@ -14,7 +14,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gguf import GGUFValue, GGUFValueType
@@ -69,7 +69,7 @@ def parse_gguf_header(data: Any, path: str) -> GGUFHeader:
     alignment = _alignment(cur, values, positions)
     entries = read_tensor_infos(cur, tensor_count, alignment)
     start = check_data_area(cur, entries, alignment)
-    tensors = [replace(entry, offset=start + entry.offset) for entry in entries]
+    tensors = [entry._replace(offset=start + entry.offset) for entry in entries]
     return GGUFHeader(path, version, cur.order, values, tensors, alignment, start)
 
 
@@ -109,7 +109,7 @@ def _preamble(cur: Cursor) -> int:
         cur.fail(_HEADER, f"the magic is {magic!r}; expected {MAGIC!r}", 0)
     version = cur.u32(_HEADER, "the version")
     if version and not version & 0xFFFF:
-        cur.order = ">"
+        cur.set_order(">")
         version = int.from_bytes(version.to_bytes(4, "little"), "big")
     if version not in VERSIONS:
         cur.fail(

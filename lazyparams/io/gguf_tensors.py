@@ -11,28 +11,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.gguf_cursor import UNREADABLE, Cursor
-from lazyparams.io.limits import MAX_NAME_BYTES, check_name, check_shape
+from lazyparams.io.limits import MAX_DIM, MAX_ELEMENTS, MAX_NAME_BYTES, check_name, check_shape
 
 MAX_DIMS = 4
 """GGML_MAX_DIMS: ggml tensors have at most 4 dimensions."""
 MIN_TENSOR_BYTES = 8 + 4 + 4 + 8
 """The fewest bytes a tensor info takes: name length, dimension count, type id, offset."""
-_V = TypeVar("_V")
 _GGML_TYPES = {kind.value: kind for kind in GGMLQuantizationType if kind in GGML_QUANT_SIZES}
 
 
-@dataclass(frozen=True, slots=True)
-class GGUFTensorEntry:
+class GGUFTensorEntry(NamedTuple):
     """One tensor info: name, GGML type, shape in numpy order (GGUF stores it innermost first),
     the byte offset of its data (from the start of the file once the header is read), its size
-    in bytes and the byte offset of the info itself, for messages."""
+    in bytes and the byte offset of the info itself, for messages. (A named tuple: a header
+    may list tens of thousands.)"""
 
     name: str
     ggml_type: GGMLQuantizationType
@@ -61,50 +59,64 @@ def read_tensor_infos(cur: Cursor, count: int, alignment: int) -> list[GGUFTenso
 def _tensor_info(cur: Cursor, index: int, alignment: int, seen: dict[str, int]) -> GGUFTensorEntry:
     """One tensor info: name, dimensions, type id, offset, each checked as it is read."""
     at = cur.pos
-    name = cur.text(f"tensor {index}", "the tensor name")
-    prefix = f"{cur.path}: {UNREADABLE}: tensor {index} at byte {at}"
-    _bounded(check_name, name, prefix, f"at most {MAX_NAME_BYTES} bytes")
+    name = _name(cur, index, seen)
     where = f"tensor {name!r}"
-    if name in seen:
-        cur.fail(where, f"is also the name of tensor {seen[name]}; expected unique names", at)
-    dims = _dims(cur, where)
-    kind = _ggml_type(cur, where)
-    prefix = f"{cur.path}: {UNREADABLE}: {where} at byte {at}"
-    shape = _bounded(check_shape, reversed(dims), prefix, "at most 2**62 elements")
+    dims, type_id, offset = _fields(cur, where)
+    kind = _ggml_type(cur, type_id, where, cur.pos - 12)
+    if max(dims, default=0) > MAX_DIM or math.prod(dims) > MAX_ELEMENTS:
+        prefix = f"{cur.path}: {UNREADABLE}: {where} at byte {at}"
+        _bounded(check_shape, reversed(dims), prefix, "at most 2**62 elements")
     nbytes = _nbytes(cur, kind, dims, where, at)
-    offset_at = cur.pos
-    offset = cur.u64(where, "the data offset")
     if offset % alignment:
         cur.fail(
             where,
             f"data offset {offset} is not a multiple of the alignment {alignment}; "
             "expected an aligned offset",
-            offset_at,
+            cur.pos - 8,
         )
-    return GGUFTensorEntry(name, kind, shape, offset, nbytes, at)
+    return GGUFTensorEntry(name, kind, tuple(reversed(dims)), offset, nbytes, at)
 
 
-def _bounded(check: Callable[[Any, str], _V], value: Any, where: str, expected: str) -> _V:
-    """`check(value, where)` (a shared bound of io.limits), its refusal saying what is expected."""
+def _name(cur: Cursor, index: int, seen: dict[str, int]) -> str:
+    """Tensor `index`'s name: UTF-8 without NUL, within check_name's bound, not seen before."""
+    at = cur.pos
+    name = cur.text(f"tensor {index}", "the tensor name")
+    if len(name) > MAX_NAME_BYTES // 4:  # only a name this long can pass check_name's bound
+        prefix = f"{cur.path}: {UNREADABLE}: tensor {index} at byte {at}"
+        _bounded(check_name, name, prefix, f"at most {MAX_NAME_BYTES} bytes")
+    if name in seen:
+        cur.fail(
+            f"tensor {name!r}",
+            f"is also the name of tensor {seen[name]}; expected unique names",
+            at,
+        )
+    return name
+
+
+def _bounded(check: Callable[[Any, str], object], value: Any, where: str, expected: str) -> None:
+    """Run `check(value, where)` (a shared bound of io.limits) on a value that a cheaper test
+    found past the bound; its refusal then also says what is expected."""
     try:
-        return check(value, where)
+        check(value, where)
     except CheckpointError as err:
         raise CheckpointError(f"{err}; expected {expected}") from None
 
 
-def _dims(cur: Cursor, where: str) -> list[int]:
-    """The u32 dimension count (at most MAX_DIMS) and the u64 dimensions, innermost first."""
+def _fields(cur: Cursor, where: str) -> tuple[list[int], int, int]:
+    """The u32 dimension count (at most MAX_DIMS), then in one read the u64 dimensions
+    (innermost first), the u32 type id and the u64 data offset."""
     at = cur.pos
     n_dims = cur.u32(where, "the number of dimensions")
     if n_dims > MAX_DIMS:
         cur.fail(where, f"{n_dims} dimensions; expected at most {MAX_DIMS} (as ggml)", at)
-    return [int(dim) for dim in cur.array("u8", n_dims, where, "the dimensions").tolist()]
+    *dims, type_id, offset = cur.unpack_many(
+        f"{n_dims}QIQ", where, "the dimensions, the type id and the data offset"
+    )
+    return dims, type_id, offset
 
 
-def _ggml_type(cur: Cursor, where: str) -> GGMLQuantizationType:
-    """The u32 GGML type id, refused unless gguf knows it and its block size."""
-    at = cur.pos
-    type_id = cur.u32(where, "the GGML type id")
+def _ggml_type(cur: Cursor, type_id: int, where: str, at: int) -> GGMLQuantizationType:
+    """The GGML type of id `type_id`, refused unless gguf knows it and its block size."""
     kind = _GGML_TYPES.get(type_id)
     if kind is None:
         known = ", ".join(f"{k.value} ({k.name})" for k in _GGML_TYPES.values())

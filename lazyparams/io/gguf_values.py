@@ -21,6 +21,8 @@ from lazyparams.io.gguf_cursor import Cursor
 _T = GGUFValueType
 MAX_ARRAY_DEPTH = 4
 """Arrays of arrays are read this deep at most (llama.cpp reads none; gguf-py writes them)."""
+MAX_INNER_ARRAYS = 4096
+"""And at most this many arrays inside arrays in one file, as each costs a Python object."""
 NUMPY_TYPES: dict[GGUFValueType, str] = {
     _T.UINT8: "u1",
     _T.INT8: "i1",
@@ -39,6 +41,7 @@ _STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "I", "i4": "i
 _STRUCT_CODES |= {"u8": "Q", "i8": "q", "f8": "d"}
 _MIN_ITEM_BYTES = {_T.STRING: 8, _T.ARRAY: 12}
 """The fewest bytes an item of a variable-size type takes (its length fields)."""
+_VALUE_TYPES = {kind.value: kind for kind in GGUFValueType}
 _TYPE_NAMES = ", ".join(f"{kind.value} ({kind.name})" for kind in GGUFValueType)
 
 
@@ -46,10 +49,10 @@ def value_type(cur: Cursor, where: str, what: str) -> GGUFValueType:
     """A u32 value type id, refused unless GGUF defines it."""
     at = cur.pos
     type_id = cur.u32(where, what)
-    try:
-        return GGUFValueType(type_id)
-    except ValueError:
+    kind = _VALUE_TYPES.get(type_id)
+    if kind is None:
         cur.fail(where, f"{what} is {type_id}; expected one of {_TYPE_NAMES}", at)
+    return kind
 
 
 def read_value(cur: Cursor, where: str, depth: int = 0) -> GGUFValue:
@@ -84,6 +87,13 @@ def read_array(cur: Cursor, where: str, depth: int) -> GGUFValue:
     cur.need(count * _MIN_ITEM_BYTES[sub], where, f"an array of {count} {sub.name} items")
     if sub == _T.STRING:
         return GGUFValue(_strings(cur, count, where), _T.ARRAY, sub)
+    cur.inner_arrays += count
+    if cur.inner_arrays > MAX_INNER_ARRAYS:
+        cur.fail(
+            where,
+            f"{cur.inner_arrays} arrays inside arrays so far; expected at most "
+            f"{MAX_INNER_ARRAYS} in one file (llama.cpp reads none)",
+        )
     items = [read_array(cur, f"{where}, item {index}", depth + 1) for index in range(count)]
     return GGUFValue(items, _T.ARRAY, sub)
 
@@ -122,6 +132,8 @@ def _strings(cur: Cursor, count: int, where: str) -> list[str | bytes]:
 def _as_text(raw: bytes) -> str | bytes:
     """String bytes as str, or the bytes themselves where they are not valid UTF-8 (GGUF
     strings should be UTF-8, but values that are not are kept, not refused)."""
+    if raw.isascii():
+        return raw.decode("ascii")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:

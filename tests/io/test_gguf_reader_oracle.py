@@ -174,7 +174,7 @@ def test_seeded_mutations_of_small_files_are_each_read_or_refused(tmp_path: Path
     rng = random.Random(14)
     outcomes = {"read": 0, "refused": 0}
     for base in bases:
-        for index, data in enumerate(mutants(base.read_bytes(), rng, 300)):
+        for index, data in enumerate(mutants(base.read_bytes(), rng, 200)):
             assert len(data) < 1 << 20
             path = tmp_path / f"mutant-{index}.gguf"
             path.write_bytes(data)
@@ -185,4 +185,46 @@ def test_seeded_mutations_of_small_files_are_each_read_or_refused(tmp_path: Path
                 assert str(err).startswith(f"{path}: "), str(err)
                 outcomes["refused"] += 1
             path.unlink()
-    assert outcomes["read"] > 20 and outcomes["refused"] > 200, outcomes
+    assert outcomes["read"] > 20 and outcomes["refused"] > 150, outcomes
+
+
+def dense_header(kind: str, size: int = 1 << 18) -> bytes:
+    """A header of about `size` bytes packed with the cheapest items of one kind: the files
+    that cost a reader the most objects per byte (the fuzz suite times them at a megabyte)."""
+
+    def pairs(count: int, body: bytes) -> bytes:
+        return b"GGUF" + struct.pack("<IQQ", 3, 0, count) + body
+
+    def array(sub: GGUFValueType, count: int, items: bytes) -> bytes:
+        return pairs(
+            1, struct.pack("<Q", 1) + b"a" + struct.pack("<IIQ", T.ARRAY, sub, count) + items
+        )
+
+    if kind == "bools":
+        return array(T.BOOL, size, b"\x01" * size)
+    if kind == "int16":
+        return array(T.INT16, size // 2, struct.pack("<h", -1000) * (size // 2))
+    if kind == "empty strings":
+        return array(T.STRING, size // 8, bytes(8 * (size // 8)))
+    if kind == "raw strings":
+        return array(T.STRING, size // 9, (struct.pack("<Q", 1) + b"\xff") * (size // 9))
+    if kind == "pairs":
+        n = size // 20
+        return pairs(
+            n, b"".join(struct.pack("<Q6sIB", 6, b"%06d" % i, T.UINT8, 1) for i in range(n))
+        )
+    n = size // 38  # tensors: empty F32 tensors of one dimension at offset 0
+    infos = b"".join(struct.pack("<Q6sIQIQ", 6, b"%06d" % i, 1, 0, 0, 0) for i in range(n))
+    body = b"GGUF" + struct.pack("<IQQ", 3, n, 0) + infos
+    return body + bytes(-len(body) % 32)
+
+
+@pytest.mark.parametrize(
+    "kind", ["bools", "int16", "empty strings", "raw strings", "pairs", "tensors"]
+)
+def test_dense_headers_are_read(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "dense.gguf"
+    path.write_bytes(dense_header(kind))
+    assert path.stat().st_size <= 1 << 19
+    header = read_all(path)
+    assert len(header.values) + len(header.tensors) >= 1

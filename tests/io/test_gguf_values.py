@@ -12,7 +12,7 @@ from gguf import GGUFValue
 from lazyparams.errors import CheckpointError
 from lazyparams.io import GGUFSource, read_gguf_metadata
 from lazyparams.io.gguf_reader import read_gguf_header
-from lazyparams.io.gguf_values import MAX_ARRAY_DEPTH
+from lazyparams.io.gguf_values import MAX_ARRAY_DEPTH, MAX_INNER_ARRAYS
 from tests.io.gguf_samples import (
     ARRAYS,
     SCALARS,
@@ -155,3 +155,10 @@ def test_an_array_of_arrays_longer_than_the_file_is_refused(sample: Path, tmp_pa
     value = struct.pack("<IIQ", T.ARRAY, T.ARRAY, count)
     bad = with_pair(sample, tmp_path / "bad.gguf", "a.many", value)
     refused(bad, "metadata key 'a.many'", f"an array of {count} ARRAY items")
+
+
+def test_arrays_inside_arrays_are_bounded_per_file(sample: Path, tmp_path: Path) -> None:
+    count = MAX_INNER_ARRAYS + 1
+    value = struct.pack("<IIQ", T.ARRAY, T.ARRAY, count) + struct.pack("<IQ", T.INT8, 0) * count
+    bad = with_pair(sample, tmp_path / "bad.gguf", "a.wide", value)
+    refused(bad, "metadata key 'a.wide'", f"{count} arrays inside arrays", f"at most {count - 1}")
