@@ -122,7 +122,7 @@ def _strings(cur: Cursor, count: int, where: str) -> list[str | bytes]:
         (length,) = length_of(data, pos)
         if length > size - pos - 8:
             cur.pos = pos + 8
-            cur.need(length, f"{where}, item {index}", f"a string of {length} bytes", pos)
+            cur.need(length, f"{where}, item {index}", "the string", pos)
         items.append(_as_text(data[pos + 8 : pos + 8 + length]))
         pos += 8 + length
     cur.pos = pos
