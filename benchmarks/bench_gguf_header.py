@@ -3,9 +3,9 @@
 Two files, written once: a llama-like 1B model (16 layers, about 150 tensors of their real
 shapes; the data area is a sparse file, so it costs no disk) and a tokenizer of `--vocab`
 tokens (tokens, scores, token types and merges: four arrays of that many items). Each reader
-opens each file and turns every key/value pair into Python values (GGUFReader through
-`ReaderField.contents`), best of `--runs`; peak Python allocation from tracemalloc in a second
-pass. Prints a markdown table.
+opens each file: GGUFReader, then every pair's `ReaderField.contents`; `read_gguf_metadata`
+(every pair as Python values); `GGUFSource`, as a conversion opens a file. Best of `--runs`;
+peak Python allocation from tracemalloc in a second pass. Prints a markdown table.
 
     python benchmarks/bench_gguf_header.py --vocab 151936 --runs 5
 """
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from gguf import GGUFReader, GGUFWriter
 
-from lazyparams.io.gguf_reader import read_gguf_header
+from lazyparams.io import GGUFSource, read_gguf_metadata
 
 MIB = 1 << 20
 
@@ -87,14 +87,20 @@ def with_gguf_package(path: Path) -> int:
 
 
 def with_lazyparams(path: Path) -> int:
-    """lazyparams' bounded header reader (its values are Python values already)."""
-    header = read_gguf_header(path)
-    return len(header.values) + len(header.tensors)
+    """lazyparams' metadata reader: the bounded header, every value as Python values."""
+    return len(read_gguf_metadata(path, include_split=True))
+
+
+def with_lazyparams_source(path: Path) -> int:
+    """lazyparams' GGUFSource, as a conversion opens it (arrays of numbers stay numpy)."""
+    with GGUFSource(path) as source:
+        return len(source.names())
 
 
 READERS: dict[str, Callable[[Path], int]] = {
     "gguf.GGUFReader": with_gguf_package,
-    "lazyparams": with_lazyparams,
+    "lazyparams metadata": with_lazyparams,
+    "lazyparams GGUFSource": with_lazyparams_source,
 }
 
 

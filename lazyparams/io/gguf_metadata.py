@@ -20,6 +20,7 @@ from gguf.constants import GGUF_DEFAULT_ALIGNMENT
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.gguf_reader import read_gguf_header
+from lazyparams.io.gguf_values import plain
 
 _T = GGUFValueType
 ARCH_KEY = "general.architecture"
@@ -297,7 +298,7 @@ def read_gguf_metadata(
     """
     skipped = ("GGUF.",) if include_split else RESERVED_PREFIXES
     values = read_gguf_header(path).values
-    kept = {key: value for key, value in values.items() if not key.startswith(skipped)}
+    kept = {key: plain(value) for key, value in values.items() if not key.startswith(skipped)}
     for key, value in kept.items():
         if value.sub_type == _T.ARRAY:
             raise CheckpointError(f"{path}: metadata key {key!r}: nested arrays are not supported")

@@ -41,8 +41,9 @@ _HEADER = "the file header"
 @dataclass(frozen=True, slots=True)
 class GGUFHeader:
     """What a GGUF file's header says, every part checked: its key/value pairs in file order
-    (plain Python values), its tensors in file order (offsets from the start of the file), the
-    data alignment and where the data area starts; `byte_order` is "<" or ">"."""
+    (arrays of fixed-size scalars as numpy arrays, see `gguf_values.plain`), its tensors in
+    file order (offsets from the start of the file), the data alignment and where the data
+    area starts; `byte_order` is "<" or ">"."""
 
     path: str
     version: int

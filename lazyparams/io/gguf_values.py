@@ -3,8 +3,9 @@
 Value types are checked against GGUF's list; an array's length is checked against the bytes
 left before anything is read (every item needs at least its fixed size, a string at least its
 length field); arrays of fixed-size scalars are read with one numpy call, arrays of strings in
-one pass; nested arrays are read to a bounded depth. Values come back as `gguf.GGUFValue`s of
-plain Python values: int, float, bool, str (bytes where a string is not UTF-8), lists of them.
+one pass; nested arrays are read to a bounded depth. Values come back as `gguf.GGUFValue`s: int,
+float, bool, str (bytes where a string is not UTF-8), lists of strings or arrays, and numpy
+arrays for arrays of fixed-size scalars (`plain` makes them lists).
 Imports numpy, gguf and the io layer only.
 """
 
@@ -98,16 +99,24 @@ def read_array(cur: Cursor, where: str, depth: int) -> GGUFValue:
     return GGUFValue(items, _T.ARRAY, sub)
 
 
-def _fixed_items(cur: Cursor, kind: GGUFValueType, count: int, where: str) -> list[Any]:
-    """`count` items of a fixed-size scalar type, read and converted with numpy at once."""
+def _fixed_items(cur: Cursor, kind: GGUFValueType, count: int, where: str) -> np.ndarray[Any, Any]:
+    """`count` items of a fixed-size scalar type, read at once as a numpy array (a list of
+    them as Python objects can take 40 times the bytes, so it is made only when asked for)."""
     at = cur.pos
     items = cur.array(NUMPY_TYPES[kind], count, where, f"an array of {count} {kind.name} items")
-    if kind != _T.BOOL:
-        return list(items.tolist())
-    bad = np.flatnonzero(items > 1)
-    if bad.size:
-        _as_bool(cur, int(items[bad[0]]), f"{where}, item {int(bad[0])}", at + int(bad[0]))
-    return list(items.astype(bool).tolist())
+    if kind == _T.BOOL:
+        bad = np.flatnonzero(items > 1)
+        if bad.size:
+            _as_bool(cur, int(items[bad[0]]), f"{where}, item {int(bad[0])}", at + int(bad[0]))
+        items = items.astype(bool)
+    return items
+
+
+def plain(value: GGUFValue) -> GGUFValue:
+    """`value` with an array of fixed-size scalars turned into a list of Python values."""
+    if isinstance(value.value, np.ndarray):
+        return GGUFValue(value.value.tolist(), value.type, value.sub_type)
+    return value
 
 
 def _strings(cur: Cursor, count: int, where: str) -> list[str | bytes]:
