@@ -50,7 +50,9 @@ class GGUFSource(SourceBase):
     load (and only there, so a spec that leaves such a tensor alone still reads the file).
 
     A part of a split set is refused (its tensors are only some of the model's) unless
-    `split_part` is set, as the split source does; `split` says where the part stands.
+    `split_part` is set, as the split source does; `split` says where the part stands. The
+    whole header is checked first (`read_gguf_header`: bounds, types, an exactly tiled data
+    area), so every tensor listed lies inside the file in bytes of its own.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, split_part: bool = False) -> None:
