@@ -125,7 +125,7 @@ class Cursor:
     def array(self, dtype: str, count: int, where: str, what: str) -> np.ndarray[Any, Any]:
         """`count` items of the numpy scalar type `dtype` (e.g. "u4"), copied out at once."""
         kind = np.dtype(self.order + dtype)
-        self.need(count * kind.itemsize, where, f"{what} ({count} items of {kind.itemsize} bytes)")
+        self.need(count * kind.itemsize, where, what)
         items = np.frombuffer(self.data, dtype=kind, count=count, offset=self.pos).copy()
         self.pos += count * kind.itemsize
         return items

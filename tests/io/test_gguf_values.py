@@ -163,3 +163,11 @@ def test_arrays_inside_arrays_are_bounded_per_file(sample: Path, tmp_path: Path)
     value = struct.pack("<IIQ", T.ARRAY, T.ARRAY, count) + struct.pack("<IQ", T.INT8, 0) * count
     bad = with_pair(sample, tmp_path / "bad.gguf", "a.wide", value)
     refused(bad, "metadata key 'a.wide'", f"{count} arrays inside arrays", f"at most {count - 1}")
+
+
+def test_one_flipped_type_byte_is_refused_at_once(tmp_path: Path) -> None:
+    # a string's value type flipped to ARRAY: its length and text are read as an array header
+    sample = write_sample(tmp_path / "m.gguf")
+    where = kv_at(sample, "general.architecture")
+    bad = patched(sample, tmp_path / "bad.gguf", where["type"], "B", T.ARRAY)
+    refused(bad, f"metadata key 'general.architecture' at byte {where['value'] + 12}", "items")
