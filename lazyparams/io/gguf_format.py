@@ -1,4 +1,4 @@
-"""GGUF checkpoints through the `gguf` package: a source and a streaming sink.
+"""GGUF checkpoints: a source (its header read with bounds by gguf_reader) and a streaming sink.
 
 Element types (F32, F16, BF16, F64, I8-I64) and GGML's block types (Q8_0, Q4_K, IQ2_XS, ...,
 see `lazyparams.block_types`) are read and written; a block-typed tensor moves as its raw
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+from gguf import GGMLQuantizationType, GGUFWriter
 
 from lazyparams.block_types import BLOCK_TYPES
 from lazyparams.errors import CheckpointError
@@ -22,6 +22,7 @@ from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo, open_bin
 from lazyparams.io.dtypes import is_block, numpy_dtype, storage_shape
 from lazyparams.io.filemap import map_array, write_array_at
 from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata
+from lazyparams.io.gguf_reader import read_gguf_header
 from lazyparams.io.gguf_split import SplitPosition, plan_gguf_parts, split_position
 from lazyparams.io.partial import rows_offset
 from lazyparams.io.staging import Staging
@@ -41,7 +42,6 @@ DTYPE_TO_GGML = {dtype: ggml for ggml, dtype in GGML_TO_DTYPE.items()}
 """The element types; the block types map through `_GGML_OF` and `_DTYPE_OF` too."""
 _DTYPE_OF = {**GGML_TO_DTYPE, **{_Q(b.ggml_id): name for name, b in BLOCK_TYPES.items()}}
 _GGML_OF = {dtype: ggml for ggml, dtype in _DTYPE_OF.items()}
-_READ_ERRORS = (ValueError, KeyError, IndexError, TypeError, OSError)
 
 
 class GGUFSource(SourceBase):
@@ -50,38 +50,37 @@ class GGUFSource(SourceBase):
     load (and only there, so a spec that leaves such a tensor alone still reads the file).
 
     A part of a split set is refused (its tensors are only some of the model's) unless
-    `split_part` is set, as the split source does; `split` says where the part stands.
+    `split_part` is set, as the split source does; `split` says where the part stands. The
+    whole header is checked first (`read_gguf_header`: bounds, types, an exactly tiled data
+    area), so every tensor listed lies inside the file in bytes of its own.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, split_part: bool = False) -> None:
         self.path = str(path)
-        try:
-            reader = GGUFReader(path, "r")
-        except _READ_ERRORS as err:
-            raise CheckpointError(f"{self.path}: not a readable GGUF file: {err}") from None
-        self.split: SplitPosition | None = split_position(reader.fields, self.path)
+        header = read_gguf_header(path)
+        self.split: SplitPosition | None = split_position(header.values, self.path)
         if self.split is not None and self.split.count > 1 and not split_part:
             raise CheckpointError(
                 f"{self.path}: part {self.split.no + 1} of {self.split.count} of a split GGUF; "
                 "expected it opened with open_source, which reads every part"
             )
-        if reader.byte_order != "I":
+        if header.byte_order != "<":
             raise CheckpointError(
                 f"{self.path}: byte-swapped (big-endian) GGUF is not supported; "
                 "expected a little-endian file"
             )
-        self._order = [tensor.name for tensor in reader.tensors]
-        self._offsets = {tensor.name: int(tensor.data_offset) for tensor in reader.tensors}
+        self._order = [tensor.name for tensor in header.tensors]
+        self._offsets = {tensor.name: tensor.offset for tensor in header.tensors}
         self._quantized: dict[str, str] = {}
         self._infos = {}
-        for tensor in reader.tensors:
-            dtype = _DTYPE_OF.get(tensor.tensor_type)
-            shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
+        for tensor in header.tensors:
+            dtype = _DTYPE_OF.get(tensor.ggml_type)
             if dtype is None:
-                self._quantized[tensor.name] = tensor.tensor_type.name
+                self._quantized[tensor.name] = tensor.ggml_type.name
             else:
-                self._infos[tensor.name] = TensorInfo.of(tensor.name, shape, dtype)
-        del reader  # drops the reader's whole-file map; loads map one tensor each
+                self._infos[tensor.name] = TensorInfo(
+                    tensor.name, tensor.shape, dtype, tensor.nbytes
+                )
         self._file = open_binary(self.path)
 
     def names(self) -> list[str]:
