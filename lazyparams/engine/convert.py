@@ -177,23 +177,32 @@ def convert(
     check_workers(workers)
     with opened(src) as source:
         prepared = prepare(transform, source, src, dst, format, shard, resume, metadata)
-        resolved, traced, target = prepared.resolved, prepared.traced, prepared.target
-        job = prepared.job
-        missing = [info.name for info in prepared.outputs if info.name not in target.done]
-        the_plan = build_plan(
-            traced,
-            source,
-            spec=resolved.name,
-            keep=missing,
-            budget=limit,
-            workers=workers,
-            rows=takes_rows(target),
-        )
-        the_plan = replace(the_plan, target=resolved.describe(the_plan.outputs))
-        the_plan.check_budget()
-        discarded = target.has_partial and not target.resuming
-        run = _write(the_plan, source, target, job, progress)
-    return _report(the_plan, target, run, discarded, time.perf_counter() - started)
+        try:
+            the_plan, discarded, run = _plan_and_write(prepared, source, limit, workers, progress)
+        finally:
+            prepared.target.release()  # the destination's lock, taken by prepare
+    return _report(the_plan, prepared.target, run, discarded, time.perf_counter() - started)
+
+
+def _plan_and_write(
+    prepared: Prepared, source: CheckpointSource, limit: int | None, workers: int, progress: bool
+) -> tuple[Plan, bool, _Run]:
+    """Plan the outputs still missing, check the budget, then write them."""
+    target, resolved = prepared.target, prepared.resolved
+    missing = [info.name for info in prepared.outputs if info.name not in target.done]
+    the_plan = build_plan(
+        prepared.traced,
+        source,
+        spec=resolved.name,
+        keep=missing,
+        budget=limit,
+        workers=workers,
+        rows=takes_rows(target),
+    )
+    the_plan = replace(the_plan, target=resolved.describe(the_plan.outputs))
+    the_plan.check_budget()
+    discarded = target.has_partial and not target.resuming
+    return the_plan, discarded, _write(the_plan, source, target, prepared.job, progress)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lazyparams.engine.dst_lock import DestinationLock
 from lazyparams.engine.journal import work_dir
+from lazyparams.engine.layouts import Layout, plan_layout
 from lazyparams.engine.output import (
     Output,
     SinkOutput,
@@ -24,6 +26,7 @@ from lazyparams.engine.output import (
     published_files,
     resumable_done,
 )
+from lazyparams.engine.staged import PUBLISHING_FILE, StagedFiles, verified_done
 from lazyparams.errors import ConvertError
 from lazyparams.io import (
     SINK_FORMATS,
@@ -31,10 +34,10 @@ from lazyparams.io import (
     DictSink,
     TensorInfo,
     check_gguf_metadata,
-    open_sink,
     plan_gguf_parts,
     plan_shards,
 )
+from lazyparams.io.output_names import check_output_names
 
 SAFETENSORS = "safetensors"
 GGUF = "gguf"
@@ -55,6 +58,9 @@ class Destination:
     metadata: Mapping[str, Any] | None = None
     done: set[str] = field(default_factory=set)
     resuming: bool = False
+    lock: DestinationLock | None = None
+    records: dict[str, int] = field(default_factory=dict)
+    _layout: Layout | None = field(default=None, init=False, repr=False)
 
     @property
     def path(self) -> Path | None:
@@ -75,22 +81,68 @@ class Destination:
 
     @property
     def has_partial(self) -> bool:
-        """Whether an interrupted safetensors conversion left a work folder for this path."""
-        path = self.path
-        return path is not None and self.format == SAFETENSORS and work_dir(path).exists()
+        """Whether an interrupted conversion left a work folder for this path."""
+        return self.path is not None and work_dir(self.path).exists()
 
     def prepare(self, job: dict[str, Any]) -> None:
-        """Refuse an existing output; on resume, read the outputs already written."""
-        for path in [] if self.path is None else [self.path, *self.files()]:
-            if path.exists():
+        """Lock the destination, refuse an existing output; on resume, read (and for npz, npy
+        and GGUF verify) the outputs already written. The lock is held until `release`."""
+        if self.path is None:
+            return
+        self.lock = DestinationLock(self.path)
+        try:
+            self._check_free()
+            if self.resume:
+                self._read_partial(job)
+        except BaseException:
+            self.release()
+            raise
+
+    def _check_free(self) -> None:
+        assert self.path is not None
+        publishing = (work_dir(self.path) / PUBLISHING_FILE).exists()
+        for path in [self.path, *self.files()]:
+            if not path.exists() or (publishing and self.resume):
+                continue
+            if publishing:
                 raise ConvertError(
-                    f"{path}: already exists; expected a destination that does not exist "
-                    "(remove it or choose another)"
+                    f"{path}: published by an interrupted conversion that was stopped while "
+                    f"moving its parts into place (the rest are in {work_dir(self.path)}); "
+                    "rerun with --resume to finish publishing"
                 )
-        if self.resume and self.path is not None:
-            done = resumable_done(self.path, job)
-            self.resuming = done is not None
-            self.done = done or set()
+            raise ConvertError(
+                f"{path}: already exists; expected a destination that does not exist "
+                "(remove it or choose another)"
+            )
+
+    def _read_partial(self, job: dict[str, Any]) -> None:
+        assert self.path is not None
+        done = resumable_done(self.path, job)
+        self.resuming = done is not None
+        if done is not None and self.format != SAFETENSORS:
+            self.records = verified_done(self.path, self.layout())
+            done = set(self.records)
+        self.done = done or set()
+
+    def layout(self) -> Layout:
+        """Where each output goes in an npz, npy or GGUF destination (computed once)."""
+        assert self.path is not None
+        if self._layout is None:
+            header = check_gguf_metadata(self.metadata, where=str(self.path))
+            self._layout = plan_layout(
+                self.path,
+                self.format,
+                self.outputs,
+                shard_size=self.shard_size,
+                metadata=header,
+                scratch=work_dir(self.path) / "layout",
+            )
+        return self._layout
+
+    def release(self) -> None:
+        """Let go of the destination's lock (idempotent)."""
+        if self.lock is not None:
+            self.lock.release()
 
     def open(self, job: dict[str, Any]) -> Output:
         """Start writing: creates the output's temporaries (which also checks it is writable)."""
@@ -100,14 +152,8 @@ class Destination:
             return SinkOutput(self.target, [])  # type: ignore[arg-type]
         if self.format == SAFETENSORS:
             return StagedSafetensors(self.path, self.outputs, self.shard_size, job, self.resuming)
-        sink = open_sink(
-            self.path,
-            self.outputs,
-            format=self.format,
-            shard_size=self.shard_size,
-            metadata=self.metadata,
-        )
-        return SinkOutput(sink, [str(file) for file in self.files()])
+        done = self.records if self.resuming else None
+        return StagedFiles(self.path, self.layout(), self.outputs, job, done)
 
 
 class DictOutput(SinkOutput):
@@ -143,8 +189,8 @@ def destination(
             raise ConvertError(
                 f"shard_size: sharding is for safetensors and gguf output, not {chosen}"
             )
-        if resume and chosen != SAFETENSORS:
-            raise ConvertError(f"resume: only safetensors output is resumable, not {chosen}")
+        if chosen != SAFETENSORS:
+            check_output_names(str(path), [info.name for info in outputs], chosen)
         if metadata is not None and chosen != GGUF:
             raise ConvertError(f"metadata: key/value metadata is for gguf output, not {chosen}")
         if metadata is not None:
