@@ -1,17 +1,21 @@
 """The `lazyparams` command: `plan`, `convert`, `show` and `demo`, a thin layer over the engine.
 
 Exit codes: 0 success, 1 an error (one line naming the culprit, no traceback), 2 a usage
-error, 130 interrupted. Imports the engine (and, for `show`, the script printer).
+error, 130 interrupted (Ctrl-C or SIGTERM). Imports the engine (and, for `show`, the script
+printer).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
+import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ import lazyparams.script  # noqa: F401 - the printer behind `show`
 from lazyparams.engine import Plan, Report, convert, format_bytes, parse_size, plan
 from lazyparams.engine.compile import STAGES, stage, trace_transform
 from lazyparams.engine.demo import DEMO_RECIPE, LlamaShape, run_demo
+from lazyparams.engine.fingerprint import VERIFY_MODES
 from lazyparams.engine.journal import work_dir
 from lazyparams.engine.partition import partition
 from lazyparams.engine.partition_report import partition_table, parts_table
@@ -155,6 +160,13 @@ def _convert_parser(commands: Any) -> None:
         help="split safetensors into shards, or GGUF into llama.cpp's NAME-0000K-of-0000N.gguf",
     )
     command.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    command.add_argument(
+        "--verify-resume",
+        choices=VERIFY_MODES,
+        default="sampled",
+        help="how the source is checked to be the interrupted run's: sampled (default: a hash "
+        "of each file's header and spread blocks) or full (every byte, at the start of both runs)",
+    )
     command.add_argument("--no-progress", action="store_true", help="draw no progress bars")
     command.add_argument(
         "--cluster",
@@ -255,6 +267,7 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
         format=args.format,
         shard_size=args.shard_size,
         resume=args.resume,
+        verify_resume=args.verify_resume,
         progress=not args.no_progress,
         workers=args.workers,
         metadata=_metadata(args),
@@ -405,6 +418,24 @@ def _partial_hint(args: argparse.Namespace) -> None:
         )
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops a command as Ctrl-C does (KeyboardInterrupt: the output keeps what a
+    resume needs, exit code 130); the previous handler comes back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv` (default: sys.argv[1:]) and return the exit code."""
     try:
@@ -412,7 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else 2
     try:
-        return _COMMANDS[args.command](args, Console(highlight=False))
+        with _terminate_as_interrupt():
+            return _COMMANDS[args.command](args, Console(highlight=False))
     except LazyParamsError as err:
         _error(str(err))
         _partial_hint(args)

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from lazyparams.engine.dst_lock import DestinationLock
+from lazyparams.engine.fingerprint import fingerprints
 from lazyparams.engine.journal import work_dir
 from lazyparams.engine.layouts import Layout, plan_layout
 from lazyparams.engine.output import (
+    SOURCE_FILES,
     Output,
     SinkOutput,
     StagedSafetensors,
@@ -43,7 +45,7 @@ SAFETENSORS = "safetensors"
 GGUF = "gguf"
 _SHARDABLE = (SAFETENSORS, GGUF)
 _BY_SUFFIX = {".npz": "npz", ".gguf": "gguf"}
-JOB_VERSION = 1
+JOB_VERSION = 2
 
 
 @dataclass(slots=True)
@@ -226,14 +228,21 @@ def _check_declared(sink: Any, outputs: Sequence[TensorInfo]) -> None:
 
 
 def job_description(
-    transform_text: str, source: Any, outputs: Sequence[TensorInfo], dst: Destination
+    transform_text: str,
+    source: Any,
+    outputs: Sequence[TensorInfo],
+    dst: Destination,
+    verify: str = "sampled",
 ) -> dict[str, Any]:
-    """What identifies a conversion, so that a resume continues only the same one."""
+    """What identifies a conversion, so that a resume continues only the same one: digests of
+    the transform, the source's tensors and the outputs, the options, and the source files'
+    content fingerprints (`verify`: sampled or full, see `fingerprint`)."""
     inputs = [(n, source.info(n).shape, source.info(n).dtype) for n in source.names()]
     return {
         "version": JOB_VERSION,
         "transform": _digest(transform_text),
-        "source": _digest([inputs, _source_files(source)]),
+        "source": _digest(inputs),
+        SOURCE_FILES: fingerprints(_source_files(source), verify),
         "outputs": _digest([(i.name, i.shape, i.dtype) for i in outputs]),
         "format": dst.format,
         "shard_size": dst.shard_size,
@@ -245,16 +254,13 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _source_files(source: Any) -> list[tuple[str, int, int]]:
-    """(name, size, mtime) of the files a source reads, so an edited source is noticed."""
+def _source_files(source: Any) -> list[Path]:
+    """The files a source reads, so that an edited source is noticed."""
     raw = getattr(source, "path", None)
     if not isinstance(raw, str) or not os.path.exists(raw):
         return []
     path = Path(raw)
     if path.is_dir():
-        files = [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
-    else:
-        shards = sorted(set(getattr(source, "weight_map", {}).values()))
-        files = [path, *(path.parent / name for name in shards)]
-    stats = [(p, p.stat()) for p in files if p.exists()]
-    return [(p.name, st.st_size, st.st_mtime_ns) for p, st in stats]
+        return [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
+    shards = sorted(set(getattr(source, "weight_map", {}).values()))
+    return [p for p in [path, *(path.parent / name for name in shards)] if p.exists()]

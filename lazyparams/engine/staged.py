@@ -3,8 +3,8 @@
 The work folder (see `journal`) holds the output's files, laid out in full before any data
 (see `layouts`), `job.json` and a journal whose lines are `[name, crc32]` for every tensor
 synced to disk. A resume reuses a journaled tensor only after its bytes read back with the
-recorded CRC. Publishing is one rename, or, for a split GGUF, a marker file and then one rename
-per part, which a resume completes if a kill cut it short. Imports `io` and the engine's own
+recorded CRC. Publishing writes a marker file, then renames the output into place (once, or
+once per part of a split GGUF); a resume after a kill there completes it and cleans up. Imports `io` and the engine's own
 modules.
 """
 
@@ -200,11 +200,13 @@ class StagedFiles:
             os.fsync(fd)
 
     def _publish(self) -> None:
-        """Rename the output into place: one rename, or a marker, then one per part."""
-        fsync_path(self.data)
+        """Write the marker that says publishing began, then rename the output into place (one
+        rename, or one per part): a resume after a kill here completes it and cleans up."""
+        if self.data.exists():  # a resumed publish may find the whole folder moved
+            fsync_path(self.data)
         published = self.layout.published
         self.dst.parent.mkdir(parents=True, exist_ok=True)
-        if len(published) > 1 and not (self.work / PUBLISHING_FILE).exists():
+        if not (self.work / PUBLISHING_FILE).exists():
             (self.work / PUBLISHING_FILE).write_text("\n".join(self.files) + "\n")
             fsync_path(self.work)
         for relative, final in published:
