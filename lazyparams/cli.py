@@ -27,6 +27,7 @@ import lazyparams.script  # noqa: F401 - the printer behind `show`
 from lazyparams.engine import Plan, Report, convert, format_bytes, parse_size, plan
 from lazyparams.engine.compile import STAGES, stage, trace_transform
 from lazyparams.engine.demo import DEMO_RECIPE, LlamaShape, run_demo
+from lazyparams.engine.dst_lock import is_locked
 from lazyparams.engine.fingerprint import VERIFY_MODES
 from lazyparams.engine.journal import work_dir
 from lazyparams.engine.partition import partition
@@ -411,7 +412,7 @@ def _error(message: str) -> None:
 
 def _partial_hint(args: argparse.Namespace) -> None:
     dst = getattr(args, "dst", None)
-    if dst is not None and work_dir(Path(dst)).exists():
+    if dst is not None and work_dir(Path(dst)).exists() and not is_locked(Path(dst)):
         _error(
             f"the partial output is kept in {work_dir(Path(dst))}; rerun with --resume to "
             "continue, or without it to start over"

@@ -92,6 +92,22 @@ class DestinationLock:
             os.close(self._fd)  # the file stays; the next holder reuses and deletes it
 
 
+def is_locked(dst: Path) -> bool:
+    """Whether another process holds the destination's lock now (nothing is created)."""
+    try:
+        fd = os.open(lock_path(dst), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def _holder(fd: int) -> str:
     """Who holds a lock, as its file says ("pid 123"), or "pid unknown" while it says nothing."""
     text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()

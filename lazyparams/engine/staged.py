@@ -4,8 +4,8 @@ The work folder (see `journal`) holds the output's files, laid out in full befor
 (see `layouts`), `job.json` and a journal whose lines are `[name, crc32]` for every tensor
 synced to disk. A resume reuses a journaled tensor only after its bytes read back with the
 recorded CRC. Publishing writes a marker file, then renames the output into place (once, or
-once per part of a split GGUF); a resume after a kill there completes it and cleans up. Imports `io` and the engine's own
-modules.
+once per part of a split GGUF); a resume after a kill there completes it and cleans up.
+Imports `io` and the engine's own modules.
 """
 
 from __future__ import annotations

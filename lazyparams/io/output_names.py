@@ -25,7 +25,13 @@ def check_output_names(path: str, names: Iterable[str], format: str) -> None:
     """Refuse any name `format` cannot store as it is (see the module docstring)."""
     listed = list(names)
     for name in listed:
-        check_name(name, f"{path}: output")
+        try:
+            check_name(name, f"{path}: output")
+        except CheckpointError as err:
+            raise CheckpointError(
+                f"{err}; expected an output name of valid UTF-8 text without NUL characters, "
+                f"which every format can store (rename it in the transform)"
+            ) from None
         if format in _PATH_FORMATS:
             _check_relative(path, name, format)
         elif format == "gguf":
