@@ -42,8 +42,8 @@ class DestinationLock:
         except OSError as err:
             self.release()
             raise ConvertError(
-                f"{dst}: cannot take the destination's lock {self.path}: {err}; expected a "
-                "writable folder for the output"
+                f"{dst}: cannot write the output: cannot take its lock {self.path}: {err}; "
+                "expected a writable destination folder"
             ) from None
         raise ConvertError(f"{dst}: the lock {self.path} keeps vanishing; expected it to stay")
 

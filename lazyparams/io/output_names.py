@@ -40,29 +40,35 @@ def check_output_names(path: str, names: Iterable[str], format: str) -> None:
         _check_folder_collisions(path, listed)
 
 
-def _refuse(path: str, name: str, problem: str, expected: str) -> CheckpointError:
-    return CheckpointError(f"{path}: output tensor {name!r} {problem}; expected {expected}")
+def _refuse(path: str, name: str, what: str, problem: str, expected: str) -> CheckpointError:
+    return CheckpointError(
+        f"{path}: output tensor {name!r} cannot be {what}: it {problem}; expected {expected}"
+    )
 
 
 def _check_relative(path: str, name: str, format: str) -> None:
-    what = "an npz member name" if format == "npz" else "a file name in the .npy folder"
+    what = "an npz member name" if format == "npz" else "a file name"
     expected = (
-        f"{what}: a relative path of '/'-separated parts, none empty, '.' or '..', "
+        "a relative path of '/'-separated parts, none empty, '.' or '..', "
         "without backslashes or control characters"
     )
     if name.startswith("/"):
-        raise _refuse(path, name, "is an absolute path", expected)
+        raise _refuse(path, name, what, "is an absolute path", expected)
     bad = next((c for c in name if c == "\\" or ord(c) < 0x20 or ord(c) == 0x7F), None)
     if bad is not None:
-        raise _refuse(path, name, f"contains the character {bad!r}", expected)
+        raise _refuse(path, name, what, f"contains the character {bad!r}", expected)
     parts = name.split("/")
     if any(part in ("", ".", "..") for part in parts):
-        raise _refuse(path, name, "has an empty, '.' or '..' path part", expected)
+        raise _refuse(path, name, what, "has an empty, '.' or '..' path part", expected)
     if format == "npy":
         longest = max(len(p.encode("utf-8")) for p in [*parts[:-1], parts[-1] + ".npy"])
         if longest > FILE_NAME_BYTES:
             raise _refuse(
-                path, name, f"has a path part of {longest} bytes", f"at most {FILE_NAME_BYTES}"
+                path,
+                name,
+                what,
+                f"has a path part of {longest} bytes",
+                f"at most {FILE_NAME_BYTES}",
             )
 
 
@@ -72,6 +78,7 @@ def _check_gguf(path: str, name: str) -> None:
         raise _refuse(
             path,
             name,
+            "a GGUF tensor name",
             f"is {size} bytes long",
             f"a GGUF tensor name of at most {GGUF_MAX_NAME_BYTES} bytes, as llama.cpp reads it "
             "(rename it in the transform)",

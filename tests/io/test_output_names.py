@@ -37,7 +37,10 @@ def test_gguf_refuses_names_a_c_string_cannot_hold(name: str, problem: str) -> N
 
 def test_gguf_refuses_names_past_llama_cpp_s_limit() -> None:
     check_output_names("out.gguf", ["x" * 63, "../odd but a plain string"], "gguf")
-    with pytest.raises(CheckpointError, match=r"'y{64}' is 64 bytes long; expected .* at most 63"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"'y{64}' cannot be a GGUF tensor name: it is 64 bytes long; expected .* at most 63",
+    ):
         check_output_names("out.gguf", ["y" * 64], "gguf")
 
 
