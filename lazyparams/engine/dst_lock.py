@@ -34,6 +34,7 @@ class DestinationLock:
 
     def __init__(self, dst: Path) -> None:
         self.path, self._fd = lock_path(dst), -1
+        self._made = _missing_folders(dst.parent)
         try:
             dst.parent.mkdir(parents=True, exist_ok=True)
             for _ in range(_ATTEMPTS):
@@ -79,17 +80,29 @@ class DestinationLock:
         return self._fd >= 0
 
     def release(self) -> None:
-        """Delete the lock file, then let go of it (idempotent)."""
-        if self._fd < 0:
-            return
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-        os.close(self._fd)
-        self._fd = -1
+        """Delete the lock file, then let go of it, and remove the folders made for the lock
+        that stayed empty (a refused run leaves nothing behind); idempotent."""
+        if self._fd >= 0:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            os.close(self._fd)
+            self._fd = -1
+        while self._made:
+            with contextlib.suppress(OSError):  # not empty: the output or its work is there
+                self._made.pop().rmdir()
 
     def __del__(self) -> None:
         if getattr(self, "_fd", -1) >= 0:
             os.close(self._fd)  # the file stays; the next holder reuses and deletes it
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """The folders above and at `folder` that do not exist yet, outermost first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing[::-1]
 
 
 def is_locked(dst: Path) -> bool:
