@@ -38,6 +38,8 @@ class Slot:
     data_at: int
     end: int
     crc_from: int
+    member: int = -1
+    """The slot's index among an npz's members (-1 in other formats)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +61,7 @@ class Layout:
         slot = self.slots[name]
         if not self.members:
             return slot.head
-        member = self.members[list(self.slots).index(name)]
+        member = self.members[slot.member]
         return member.local_header(crc) + slot.head[member.data_at - member.header_at :]
 
     def trailer(self, crcs: Mapping[str, int]) -> bytes:
@@ -113,8 +115,10 @@ def _npz(dst: Path, infos: Sequence[TensorInfo]) -> Layout:
         ]
     )
     slots = {
-        info.name: Slot(0, m.header_at, m.local_header(0) + h, m.data_at + len(h), m.end, m.data_at)
-        for info, m, h in zip(infos, members, headers, strict=True)
+        info.name: Slot(
+            0, m.header_at, m.local_header(0) + h, m.data_at + len(h), m.end, m.data_at, index
+        )
+        for index, (info, m, h) in enumerate(zip(infos, members, headers, strict=True))
     }
     size = members[-1].end if members else 0
     return Layout(
