@@ -39,6 +39,8 @@ from lazyparams.io import (
     plan_gguf_parts,
     plan_shards,
 )
+from lazyparams.io.gguf_format import check_gguf_dtypes
+from lazyparams.io.numpy_sink import refuse_block_types
 from lazyparams.io.output_names import check_output_names
 
 SAFETENSORS = "safetensors"
@@ -192,7 +194,7 @@ def destination(
                 f"shard_size: sharding is for safetensors and gguf output, not {chosen}"
             )
         if chosen != SAFETENSORS:
-            check_output_names(str(path), [info.name for info in outputs], chosen)
+            _check_storable(path, chosen, outputs)
         if metadata is not None and chosen != GGUF:
             raise ConvertError(f"metadata: key/value metadata is for gguf output, not {chosen}")
         if metadata is not None:
@@ -208,6 +210,15 @@ def destination(
         _check_declared(dst, outputs)
         return Destination(dst, tuple(outputs))
     raise ConvertError(f"expected a destination path, dict or sink, got {type(dst).__name__}")
+
+
+def _check_storable(path: Path, format: str, outputs: Sequence[TensorInfo]) -> None:
+    """Refuse outputs an npz, npy folder or GGUF cannot hold (names, dtypes), before any data."""
+    if format == GGUF:
+        check_gguf_dtypes(path, outputs)
+    else:
+        refuse_block_types(path, outputs)
+    check_output_names(str(path), [info.name for info in outputs], format)
 
 
 def _format(path: Path, format: str | None) -> str:

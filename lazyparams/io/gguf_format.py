@@ -135,13 +135,7 @@ class GGUFSink(SinkBase):
         arch: str | None = None,
         shard_size: int | None = None,
     ) -> None:
-        for info in infos:
-            if info.dtype not in _GGML_OF:
-                raise CheckpointError(
-                    f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}; expected "
-                    f"one of {', '.join(DTYPE_TO_GGML)} or a GGML block type (for quantized "
-                    "weights, R.quantize_gguf: q8_0, q4_0, ...)"
-                )
+        check_gguf_dtypes(path, infos)
         header = check_gguf_metadata(metadata, arch=arch, where=str(path))
         check_output_names(str(path), [info.name for info in infos], "gguf")
         super().__init__(str(path), infos)
@@ -212,3 +206,14 @@ def lay_out_gguf(
         cursor += GGUFWriter.ggml_pad(info.nbytes, writer.data_alignment)
     os.truncate(path, cursor)
     return offsets, cursor
+
+
+def check_gguf_dtypes(path: str | os.PathLike[str], infos: Sequence[TensorInfo]) -> None:
+    """Refuse a tensor whose dtype GGUF has no type for."""
+    for info in infos:
+        if info.dtype not in _GGML_OF:
+            raise CheckpointError(
+                f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}; expected "
+                f"one of {', '.join(DTYPE_TO_GGML)} or a GGML block type (for quantized "
+                "weights, R.quantize_gguf: q8_0, q4_0, ...)"
+            )
