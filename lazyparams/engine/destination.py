@@ -274,4 +274,5 @@ def _source_files(source: Any) -> list[Path]:
     if path.is_dir():
         return [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
     shards = sorted(set(getattr(source, "weight_map", {}).values()))
-    return [p for p in [path, *(path.parent / name for name in shards)] if p.exists()]
+    files = dict.fromkeys([path, *(path.parent / name for name in shards)])  # once each
+    return [p for p in files if p.exists()]

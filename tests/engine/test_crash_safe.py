@@ -225,3 +225,31 @@ def test_disk_full_names_the_tensor_and_file_and_resumes(
     report = convert("cast:float16", llama, dst, resume=True, progress=False)
     assert report.resumed_outputs == 3
     assert outputs(folder) == references["gguf"]
+
+
+FSIZE_DRIVER = """
+import resource, signal, sys
+from lazyparams import cli
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE")
+def test_a_file_size_limit_is_refused_naming_the_output_and_nothing_is_at_dst(
+    llama: Path, tmp_path: Path
+) -> None:
+    driver = tmp_path / "fsize.py"
+    driver.write_text(FSIZE_DRIVER)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    dst = folder / "out.npz"
+    args = [sys.executable, driver, 50_000, "convert", "cast:float16", llama, dst, "--no-progress"]
+    done = subprocess.run(
+        list(map(str, args)), cwd=folder, env=cli_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1, done.stderr
+    assert "File too large" in done.stderr and str(dst) in done.stderr
+    assert not dst.exists() and not lock_path(dst).exists()
