@@ -1,9 +1,9 @@
 """Content fingerprints of a source's files, recorded when a conversion starts, checked on resume.
 
 Size and mtime say little (a file rewritten in place may keep both), so each file gets a hash
-of its content: by default a sampled one (the whole of a small file; the first MiB, the last
-64 KiB and 64 evenly spread 64 KiB blocks of a large one), or with `full` a hash of every
-byte. A resume refuses a file whose fingerprint changed, naming it. Imports only the
+of its content (SHA-256): by default a sampled one (the whole of a file up to 1 MiB; else its
+first 256 KiB, its last 16 KiB and 32 evenly spread 16 KiB blocks), or with `full` a hash of
+every byte. A resume refuses a file whose fingerprint changed, naming it. Imports only the
 standard library and `errors`.
 """
 
@@ -18,12 +18,13 @@ from typing import Any
 from lazyparams.errors import ConvertError
 
 VERIFY_MODES = ("sampled", "full")
-WHOLE_BYTES = 16 * 1024 * 1024
+WHOLE_BYTES = 1024 * 1024
 """Files up to this size are hashed whole even when sampling."""
-HEAD_BYTES = 1024 * 1024
-TAIL_BYTES = 64 * 1024
-SAMPLES = 64
-SAMPLE_BYTES = 64 * 1024
+HEAD_BYTES = 256 * 1024
+"""A checkpoint's header (names, shapes, offsets) is at its start: it is always hashed."""
+TAIL_BYTES = 16 * 1024
+SAMPLES = 32
+SAMPLE_BYTES = 16 * 1024
 _CHUNK = 16 * 1024 * 1024
 
 
@@ -60,7 +61,7 @@ def _sampled(fd: int, size: int) -> str:
 
 
 def _hash_ranges(fd: int, ranges: Sequence[tuple[int, int]]) -> str:
-    digest = hashlib.blake2b(digest_size=16)
+    digest = hashlib.sha256()
     for start, end in ranges:
         for at in range(start, end, _CHUNK):
             digest.update(os.pread(fd, min(_CHUNK, end - at), at))
