@@ -2,8 +2,9 @@
 
 DST is a path (safetensors by default, or the format its extension or `format` names), a dict
 (filled with the outputs once complete) or a sink object. Checks: the format and its options,
-that no output file exists yet, and, on resume, that the interrupted job is this one. Imports
-`io` and the engine's own modules.
+that the outputs' names and dtypes can be stored; then, holding DST's lock, that no output file
+exists yet and, on resume, that the interrupted job is this one (by content). Imports `io` and
+the engine's own modules.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 safetensors (the default) is built in the work folder beside DST (see `journal`): shard files
 preallocated with their headers, each tensor written at its offset, then synced and journaled
-in batches, so a killed run can resume; `finalize` renames the result into place. Other
-formats go through the io layer's atomic sinks; a sink object the caller holds is used as
+in batches, so a killed run can resume; `finalize` renames the result into place. npz, npy
+and GGUF are built the same way (see `staged`); a sink object the caller holds is used as
 given. Imports `io` and the engine's own modules.
 """
 
