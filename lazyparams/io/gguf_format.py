@@ -24,6 +24,7 @@ from lazyparams.io.filemap import map_array, write_array_at
 from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata
 from lazyparams.io.gguf_reader import read_gguf_header
 from lazyparams.io.gguf_split import SplitPosition, plan_gguf_parts, split_position
+from lazyparams.io.output_names import check_output_names
 from lazyparams.io.partial import rows_offset
 from lazyparams.io.staging import Staging
 
@@ -133,14 +134,9 @@ class GGUFSink(SinkBase):
         arch: str | None = None,
         shard_size: int | None = None,
     ) -> None:
-        for info in infos:
-            if info.dtype not in _GGML_OF:
-                raise CheckpointError(
-                    f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}; expected "
-                    f"one of {', '.join(DTYPE_TO_GGML)} or a GGML block type (for quantized "
-                    "weights, R.quantize_gguf: q8_0, q4_0, ...)"
-                )
+        check_gguf_dtypes(path, infos)
         header = check_gguf_metadata(metadata, arch=arch, where=str(path))
+        check_output_names(str(path), [info.name for info in infos], "gguf")
         super().__init__(str(path), infos)
         self._staging = Staging()
         self._fds: list[int] = []
@@ -159,25 +155,10 @@ class GGUFSink(SinkBase):
         return [part.path for part in self.parts]
 
     def _lay_out(self, temp: Path, infos: Sequence[TensorInfo], metadata: GGUFMetadata) -> None:
-        writer = metadata.writer(temp)
-        for info in infos:
-            dtype, ggml = numpy_dtype(info.dtype), _GGML_OF[info.dtype]
-            shape = info.shape or (1,)
-            if is_block(info.dtype):  # gguf takes a byte shape: the row's bytes, then blocks
-                dtype, shape = np.dtype(np.uint8), storage_shape(info.dtype, shape)
-            writer.add_tensor_info(info.name, shape, dtype, info.nbytes, raw_dtype=ggml)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        assert writer.fout is not None
-        cursor = GGUFWriter.ggml_pad(writer.fout[0].tell(), writer.data_alignment)
-        writer.close()
+        offsets, _ = lay_out_gguf(temp, infos, metadata)
         fd = os.open(temp, os.O_RDWR)
         self._fds.append(fd)
-        for info in infos:
-            self._where[info.name] = (fd, cursor)
-            cursor += GGUFWriter.ggml_pad(info.nbytes, writer.data_alignment)
-        os.ftruncate(fd, cursor)
+        self._where.update((name, (fd, offset)) for name, offset in offsets.items())
 
     def _store(self, name: str, array: Array) -> None:
         fd, offset = self._where[name]
@@ -198,3 +179,40 @@ class GGUFSink(SinkBase):
     def _close_fds(self) -> None:
         while self._fds:
             os.close(self._fds.pop())
+
+
+def lay_out_gguf(
+    path: Path, infos: Sequence[TensorInfo], metadata: GGUFMetadata
+) -> tuple[dict[str, int], int]:
+    """Write a GGUF file's header and tensor table to `path` and size the file for its data;
+    returns each tensor's data offset and the file's size (the data is left to the caller)."""
+    writer = metadata.writer(path)
+    for info in infos:
+        dtype, ggml = numpy_dtype(info.dtype), _GGML_OF[info.dtype]
+        shape = info.shape or (1,)
+        if is_block(info.dtype):  # gguf takes a byte shape: the row's bytes, then blocks
+            dtype, shape = np.dtype(np.uint8), storage_shape(info.dtype, shape)
+        writer.add_tensor_info(info.name, shape, dtype, info.nbytes, raw_dtype=ggml)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    assert writer.fout is not None
+    cursor = GGUFWriter.ggml_pad(writer.fout[0].tell(), writer.data_alignment)
+    writer.close()
+    offsets = {}
+    for info in infos:
+        offsets[info.name] = cursor
+        cursor += GGUFWriter.ggml_pad(info.nbytes, writer.data_alignment)
+    os.truncate(path, cursor)
+    return offsets, cursor
+
+
+def check_gguf_dtypes(path: str | os.PathLike[str], infos: Sequence[TensorInfo]) -> None:
+    """Refuse a tensor whose dtype GGUF has no type for."""
+    for info in infos:
+        if info.dtype not in _GGML_OF:
+            raise CheckpointError(
+                f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}; expected "
+                f"one of {', '.join(DTYPE_TO_GGML)} or a GGML block type (for quantized "
+                "weights, R.quantize_gguf: q8_0, q4_0, ...)"
+            )
