@@ -38,7 +38,8 @@ class BufferPool:
         self._free_bytes = 0
         self._watchers: list[Headroom] = []
         self._views: set[int] = set()  # ids of the memoryviews behind arrays handed out
-        self._lock = threading.Lock()
+        # reentrant: a collection inside a locked step may run a finalizer that gives back
+        self._lock = threading.RLock()
 
     @property
     def free_bytes(self) -> int:
@@ -100,7 +101,7 @@ class BufferPool:
                 maps.pop()
                 self._free_bytes -= size
             if not maps:
-                del self._free[size]
+                self._free.pop(size, None)
 
     def _wrap(self, block: mmap.mmap, shape: Sequence[int], dtype: np.dtype[Any]) -> Array:
         """`block` as an array of `shape`; its map comes back when the last view dies."""
