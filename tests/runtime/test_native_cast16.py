@@ -118,3 +118,34 @@ def test_a_bad_kind_or_item_size_is_refused() -> None:
         _native.cast16("float16>int8", x, np.zeros(8, np.uint16))
     with pytest.raises(ValueError, match="4-byte items"):
         _native.cast16("float16>float32", x, np.zeros(8, np.uint16))
+
+
+def test_four_threads_cast_at_once_into_pooled_outputs() -> None:
+    """The loops run without the GIL and the pool hands out and takes back buffers from several
+    threads: every thread still gets numpy's bits, and no output is shared."""
+    import concurrent.futures
+    import threading
+
+    import lazyparams.op  # noqa: F401  (registers the ops)
+    from lazyparams.runtime import run_kernel
+    from lazyparams.runtime.pool import BUFFERS
+
+    rng = np.random.default_rng(17)
+    codes = [
+        rng.integers(0, 1 << 16, (512, 1024), dtype=np.uint32).astype(np.uint16) for _ in PAIRS
+    ]
+    barrier = threading.Barrier(len(PAIRS))
+
+    def work(i: int) -> int:
+        src, dst = PAIRS[i]
+        x = codes[i].view(src)
+        with np.errstate(all="ignore"):
+            want = x.astype(dst)
+        barrier.wait()
+        for _ in range(4):
+            got = run_kernel("astype", [x], {"dtype": str(dst)})
+            _assert_same_bits(got, want, codes[i].reshape(-1))
+        return i
+
+    with BUFFERS.watch(lambda: 1 << 30), concurrent.futures.ThreadPoolExecutor(4) as threads:
+        assert sorted(threads.map(work, range(len(PAIRS)))) == list(range(len(PAIRS)))
