@@ -100,6 +100,20 @@ def test_float32_values_round_trip_through_bfloat16_and_float16(f16c: bool) -> N
             _assert_same_bits(fast.cast(mid, second), mid.astype(second), _words(mid))
 
 
+def test_float32_to_float16_and_bfloat16_on_special_and_random_values(f16c: bool) -> None:
+    """The float32 casts take the same CPU switch: random bits (every exponent, NaNs with any
+    payload), then every value next to a rounding boundary of float16 and bfloat16."""
+    raw = np.random.default_rng(12).integers(0, 1 << 32, 1 << 17, dtype=np.uint64)
+    near = np.arange(1 << 16, dtype=np.uint64) << 16  # the halfway bits of bfloat16 below
+    bits = np.concatenate([raw, near, near | 0x8000, near | 0x7FFF, near | 0x1000, near + 1])
+    x = bits.astype(np.uint32).view(F32)
+    for dst in (F16, BF16):
+        out = np.empty(x.shape, dst)
+        assert native.cast(x, out)
+        with np.errstate(all="ignore"):
+            _assert_same_bits(out, x.astype(dst), _words(x))
+
+
 def test_non_contiguous_inputs_fall_back_and_stay_exact(f16c: bool) -> None:
     codes = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).reshape(256, 256)
     for x in (codes.view(BF16)[:, ::2], codes.view(BF16).T, codes.view(F16)[::3]):
