@@ -1,18 +1,17 @@
 """The kernels' output buffers, reused once the program has freed them.
 
 A fresh array's pages fault in on their first write, which costs about as much as a cast or a
-copy itself. `BUFFERS.empty` hands out arrays backed by anonymous memory maps; when the last
-view of one dies, its map comes back, and the next output of the same byte size takes it with
-its pages already in. The pool keeps a map only within the headroom of the program that a
-memory meter watches (`BUFFERS.watch`): bytes it may hold without passing the peak it already
-reached. Unwatched, it keeps nothing. Imports numpy and the standard library only.
+copy itself. `BUFFERS.empty` hands out views of byte blocks it owns; when the last view of a
+block dies, the block comes back, and the next output of the same byte size takes it with its
+pages already in. The pool keeps a block only within the headroom of the program that a memory
+meter watches (`BUFFERS.watch`): bytes it may hold without passing the peak it already reached.
+Unwatched, it keeps nothing. Imports numpy and the standard library only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import mmap
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -26,15 +25,12 @@ Headroom = Callable[[], int]
 MIN_BYTES = 1 << 20
 """Outputs smaller than this come from numpy: the allocator's heap serves them paged in."""
 
-HUGE_BYTES = 4 << 20
-"""Maps from this size ask for transparent huge pages (fewer faults, fewer TLB misses)."""
-
 
 class BufferPool:
-    """Free memory maps by byte size, kept within a watched program's headroom."""
+    """Free byte blocks by size, kept within a watched program's headroom."""
 
     def __init__(self) -> None:
-        self._free: dict[int, list[mmap.mmap]] = {}
+        self._free: dict[int, list[Array]] = {}
         self._free_bytes = 0
         self._watchers: list[Headroom] = []
         self._views: set[int] = set()  # ids of the memoryviews behind arrays handed out
@@ -43,11 +39,11 @@ class BufferPool:
 
     @property
     def free_bytes(self) -> int:
-        """Bytes of the maps waiting to be reused."""
+        """Bytes of the blocks waiting to be reused."""
         return self._free_bytes
 
     def empty(self, shape: Sequence[int], dtype: Any) -> Array:
-        """An uninitialised C-contiguous array, as `np.empty` gives, reusing a freed map of its
+        """An uninitialised C-contiguous array, as `np.empty` gives, reusing a freed block of its
         byte size where the pool holds one (only while a program is watched)."""
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
@@ -55,7 +51,7 @@ class BufferPool:
             return np.empty(tuple(shape), dtype)
         with self._lock:
             block = self._take(nbytes)
-        return self._wrap(block or _new_map(nbytes), shape, dtype)
+        return self._wrap(np.empty(nbytes, np.uint8) if block is None else block, shape, dtype)
 
     def owns(self, array: Array) -> bool:
         """Whether `array` is the root of a buffer this pool handed out (so it owns its memory
@@ -63,13 +59,13 @@ class BufferPool:
         return id(array.base) in self._views
 
     def fit(self) -> None:
-        """Drop free maps until they fit the headroom: the program's live bytes grew."""
+        """Drop free blocks until they fit the headroom: the program's live bytes grew."""
         with self._lock:
             self._trim(self._headroom())
 
     @contextlib.contextmanager
     def watch(self, headroom: Headroom) -> Iterator[None]:
-        """Keep freed maps within `headroom()` while the block runs; at its end drop them all.
+        """Keep freed blocks within `headroom()` while the `with` runs; at its end drop them all.
         Two programs watched at once (threads) share no meter: then the pool keeps nothing."""
         with self._lock:
             self._watchers.append(headroom)
@@ -83,50 +79,42 @@ class BufferPool:
     def _headroom(self) -> int:
         return max(self._watchers[0](), 0) if len(self._watchers) == 1 else 0
 
-    def _take(self, nbytes: int) -> mmap.mmap | None:
-        """A free map of `nbytes`, or None after making room for a new one: free maps and the
-        new one together stay within the headroom."""
-        maps = self._free.get(nbytes)
-        if maps:
+    def _take(self, nbytes: int) -> Array | None:
+        """A free block of `nbytes`, or None after making room for a new one: free blocks and
+        the new one together stay within the headroom."""
+        blocks = self._free.get(nbytes)
+        if blocks:
             self._free_bytes -= nbytes
-            return maps.pop()
+            return blocks.pop()
         self._trim(self._headroom() - nbytes)
         return None
 
     def _trim(self, limit: int) -> None:
-        """Drop free maps, largest first, until they hold at most `limit` bytes."""
+        """Drop free blocks, largest first, until they hold at most `limit` bytes."""
         for size in sorted(self._free, reverse=True):
-            maps = self._free[size]
-            while maps and self._free_bytes > limit:
-                maps.pop()
+            blocks = self._free[size]
+            while blocks and self._free_bytes > limit:
+                blocks.pop()
                 self._free_bytes -= size
-            if not maps:
+            if not blocks:
                 self._free.pop(size, None)
 
-    def _wrap(self, block: mmap.mmap, shape: Sequence[int], dtype: np.dtype[Any]) -> Array:
-        """`block` as an array of `shape`; its map comes back when the last view dies."""
-        flat = np.frombuffer(block, np.uint8)
-        view = flat.base  # numpy's memoryview of the map: every view of flat keeps it alive
+    def _wrap(self, block: Array, shape: Sequence[int], dtype: np.dtype[Any]) -> Array:
+        """`block` as an array of `shape`; the block comes back when the last view dies."""
+        flat = np.frombuffer(block.data, np.uint8)
+        view = flat.base  # numpy's memoryview of the block: every view of flat keeps it alive
         assert isinstance(view, memoryview)
         self._views.add(id(view))
         done = weakref.finalize(view, self._give_back, id(view), block)
         done.atexit = False
         return flat.view(dtype).reshape(tuple(shape))
 
-    def _give_back(self, view_id: int, block: mmap.mmap) -> None:
+    def _give_back(self, view_id: int, block: Array) -> None:
         with self._lock:
             self._views.discard(view_id)
-            if self._free_bytes + len(block) <= self._headroom():
-                self._free.setdefault(len(block), []).append(block)
-                self._free_bytes += len(block)
-
-
-def _new_map(nbytes: int) -> mmap.mmap:
-    block = mmap.mmap(-1, nbytes)
-    if nbytes >= HUGE_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
-        with contextlib.suppress(OSError):
-            block.madvise(mmap.MADV_HUGEPAGE)
-    return block
+            if self._free_bytes + block.nbytes <= self._headroom():
+                self._free.setdefault(block.nbytes, []).append(block)
+                self._free_bytes += block.nbytes
 
 
 BUFFERS = BufferPool()
