@@ -7,7 +7,8 @@ included: the copy syncs its file, a conversion returns once its output is on di
 to the copy, the ratio of 1 to N workers, and peak RSS (ru_maxrss). `sync OUT` syncs the copy's
 file alone, not every file system (which would add other processes' writes to the copy's
 time). The model's shards stay in the page cache unless `--cold` evicts them before each run
-(posix_fadvise DONTNEED on the shards only; dropping the whole cache needs root).
+(posix_fadvise DONTNEED on the shards only: dropping the whole cache would slow every other
+process on the machine).
 
     python benchmarks/bench_copy_limit.py --model DIR --scratch DIR --repeat 3 --workers 1,2
 """

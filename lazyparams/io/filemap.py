@@ -13,6 +13,7 @@ import math
 import mmap
 import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -64,7 +65,7 @@ def map_array(
         flat = _frozen(flat.copy())
     elements = flat.view(dtype)
     if strides is None:
-        return elements.reshape(shape)
+        return _remember_mapped(elements.reshape(shape), fd, offset)
     return strided_view(elements, shape, strides)
 
 
@@ -102,16 +103,65 @@ WRITEBACK_MIN_BYTES = 1 << 20
 def write_array_at(fd: int, array: Array, offset: int) -> None:
     """Write the bytes of `array` (C order) at `offset` of `fd`, looping over short writes.
 
-    The bytes go to disk behind the writer (see `WRITE_BEHIND_BYTES`); an error the disk reports
-    on the way raises OSError here, as a failed write does.
+    An array `map_array` mapped from a file is copied file to file by the kernel, its pages
+    never read into the process. The bytes go to disk behind the writer (see
+    `WRITE_BEHIND_BYTES`); an error the disk reports on the way raises OSError here, as a
+    failed write does.
     """
     data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
     pacer = _pacer_of(fd) if len(data) >= WRITEBACK_MIN_BYTES else None
+    source = _mapped_source(array)
     for start in range(0, len(data), WRITE_CHUNK_BYTES):
         piece = data[start : start + WRITE_CHUNK_BYTES]
-        _pwrite_all(fd, piece, offset + start)
+        if source is None or not _copy_range(source, start, fd, offset + start, len(piece)):
+            source = None  # the kernel refused: write the rest from memory
+            _pwrite_all(fd, piece, offset + start)
         if pacer is not None:
             pacer.written(fd, offset + start, len(piece))
+
+
+_MAPPED: dict[int, tuple[weakref.ref[Array], int, tuple[int, int], int]] = {}
+
+
+def _remember_mapped(array: Array, fd: int, offset: int) -> Array:
+    """Note that `array` holds the bytes at `offset` of the file `fd` (until it is dropped)."""
+    key, info = id(array), os.fstat(fd)
+
+    def forget(_: object) -> None:
+        _MAPPED.pop(key, None)
+
+    _MAPPED[key] = (weakref.ref(array, forget), fd, (info.st_dev, info.st_ino), offset)
+    return array
+
+
+def _mapped_source(array: Array) -> tuple[int, int] | None:
+    """(descriptor, offset) of the file bytes `array` maps, if still open on the same file."""
+    entry = _MAPPED.get(id(array))
+    if entry is None or entry[0]() is not array:
+        return None
+    _, fd, identity, offset = entry
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return (fd, offset) if (info.st_dev, info.st_ino) == identity else None
+
+
+def _copy_range(source: tuple[int, int], start: int, fd: int, offset: int, length: int) -> bool:
+    """Copy `length` bytes from the source file (at its offset plus `start`) to `offset` of
+    `fd` in the kernel; False where it cannot (another file system, no copy_file_range)."""
+    copy = getattr(os, "copy_file_range", None)
+    src_fd, src_offset = source[0], source[1] + start
+    done = 0
+    while copy is not None and done < length:
+        try:
+            copied = copy(src_fd, fd, length - done, src_offset + done, offset + done)
+        except OSError:
+            return False
+        if copied == 0:
+            return False
+        done += copied
+    return copy is not None
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:

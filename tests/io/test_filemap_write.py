@@ -129,3 +129,47 @@ def test_close_finishes_the_queued_jobs(fd: int, monkeypatch: pytest.MonkeyPatch
     syncer.close()
     syncer.close()
     assert events == [("sync", fd), ("then", 1)]
+
+
+def test_a_mapped_array_is_copied_file_to_file(
+    small_windows: None, tmp_path: Path, fd: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "in.bin"
+    values = np.arange(3 * MiB // 8, dtype=np.float64)
+    source.write_bytes(b"head" * 4 + values.tobytes())
+    copies: list[tuple[int, int, int]] = []
+    copy = os.copy_file_range
+
+    def recording(src: int, dst: int, count: int, src_at: int, dst_at: int) -> int:
+        copies.append((count, src_at, dst_at))
+        return copy(src, dst, count, src_at, dst_at)
+
+    monkeypatch.setattr(os, "copy_file_range", recording, raising=False)
+    src_fd = os.open(source, os.O_RDONLY)
+    try:
+        mapped = filemap.map_array(src_fd, 16, values.dtype, values.shape, path=str(source))
+        write_array_at(fd, mapped, 8)
+        write_array_at(fd, mapped[1:], 8 + values.nbytes)  # a view: written from memory
+    finally:
+        os.close(src_fd)
+    assert copies == [(MiB, 16 + i * MiB, 8 + i * MiB) for i in range(3)]  # piece by piece
+    written = os.pread(fd, 2 * values.nbytes, 8)
+    assert written == values.tobytes() + values[1:].tobytes()
+
+
+def test_a_refused_file_copy_falls_back_to_writing(
+    tmp_path: Path, fd: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refusing(*_: int) -> int:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refusing, raising=False)
+    source = tmp_path / "in.bin"
+    source.write_bytes(bytes(range(256)) * 8)
+    src_fd = os.open(source, os.O_RDONLY)
+    try:
+        mapped = filemap.map_array(src_fd, 0, np.dtype(np.uint8), (2048,), path=str(source))
+        write_array_at(fd, mapped, 0)
+    finally:
+        os.close(src_fd)
+    assert os.pread(fd, 4096, 0) == source.read_bytes()
