@@ -9,6 +9,7 @@ on. Imports numpy only.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import mmap
 import os
@@ -249,8 +250,12 @@ def _settle(fd: int, offset: int, length: int) -> None:
             import ctypes
 
             code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code))
+            if code in _WRITE_ERRORS:  # else the file system does not take it: advice only
+                raise OSError(code, os.strerror(code))
     _drop_cached(fd, offset, length)
+
+
+_WRITE_ERRORS = frozenset({errno.EIO, errno.ENOSPC, errno.EDQUOT})
 
 
 def _drop_cached(fd: int, offset: int, length: int) -> None:

@@ -173,3 +173,16 @@ def test_a_refused_file_copy_falls_back_to_writing(
     finally:
         os.close(src_fd)
     assert os.pread(fd, 4096, 0) == source.read_bytes()
+
+
+def test_a_range_sync_the_file_system_does_not_take_is_only_advice(
+    small_windows: None, fd: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refusing(_fd: int, _offset: int, _length: int, _flags: int) -> int:
+        ctypes.set_errno(errno.EINVAL)
+        return -1
+
+    monkeypatch.setattr(filemap, "_range_syncer", lambda: refusing)
+    array = np.arange(4 * MiB, dtype=np.uint8)
+    write_array_at(fd, array, 0)
+    assert os.pread(fd, array.nbytes, 0) == array.tobytes()
