@@ -83,7 +83,9 @@ def contenders(args: argparse.Namespace, shards: list[Path]) -> list[tuple[str, 
     runs = [(COPY, copy_command(shards, args.scratch / "copy.bin"))]
     trees = [("", [])]
     if args.baseline_tree is not None:
-        trees.append(("baseline: ", ["env", f"PYTHONPATH={args.baseline_tree}"]))
+        # PYTHONSAFEPATH: the working folder must not come before the tree on sys.path
+        env = ["env", "PYTHONSAFEPATH=1", f"PYTHONPATH={args.baseline_tree}"]
+        trees.append(("baseline: ", env))
     for recipe in args.recipes:
         for workers in args.workers:
             for tree, prefix in trees:
