@@ -2,8 +2,9 @@
 
 safetensors (the default) is built in the work folder beside DST (see `journal`): shard files
 preallocated with their headers, each tensor written at its offset, then synced and journaled
-in batches, so a killed run can resume; `finalize` renames the result into place. npz, npy
-and GGUF are built the same way (see `staged`); a sink object the caller holds is used as
+in batches on a thread of their own (so writing goes on meanwhile), so a killed run can resume;
+`finalize` renames the result into place. npz, npy and GGUF are built the same way (see
+`staged`); a sink object the caller holds is used as
 given. Imports `io` and the engine's own modules.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from lazyparams.engine.fingerprint import check_unchanged
 from lazyparams.engine.journal import (
+    JOURNAL_FILE,
     Journal,
     WorkLock,
     read_job,
@@ -29,19 +31,19 @@ from lazyparams.engine.journal import (
 )
 from lazyparams.errors import CheckpointError, ConvertError
 from lazyparams.io import CheckpointSink, TensorInfo, check_declared, plan_shards
-from lazyparams.io.filemap import write_array_at
+from lazyparams.io.filemap import BackgroundSync, write_array_at
 from lazyparams.io.partial import RowLedger, accepts_rows, rows_offset
 from lazyparams.io.safetensors_format import build_header
 from lazyparams.io.safetensors_sink import ShardPlan, index_json
 from lazyparams.io.staging import fsync_path
 
 DATA_DIR = "data"
-_SYNC = getattr(os, "fdatasync", os.fsync)
 
 SOURCE_FILES = "source_files"
 """The job key holding the source files' content fingerprints (see `fingerprint`)."""
 JOURNAL_SECONDS = 0.25
-"""Finished outputs are synced and journaled together at most this often (and at the end)."""
+"""Finished outputs are synced and journaled together at most this often, and when a shard is
+complete (and at the end)."""
 
 
 class Output(Protocol):
@@ -116,9 +118,14 @@ class StagedSafetensors:
         self._journal: Journal | None = None
         self._pending: list[tuple[int, str]] = []
         self._flushed_at = time.monotonic()
+        self._paths: dict[int, Path] = {}
+        self._unwritten: dict[int, int] = {}  # per shard: outputs not yet written
+        self._syncer: BackgroundSync | None = None
         try:
             self._open_work(job, resume)
             self._journal = Journal(self.work)
+            self._count_unwritten()
+            self._syncer = BackgroundSync()
         except OSError as err:
             self._close()
             raise ConvertError(
@@ -154,6 +161,7 @@ class StagedSafetensors:
             path = self.work / DATA_DIR / final.name
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             self._fds.append(fd)
+            self._paths[fd] = path
             os.pwrite(fd, header, 0)
             os.ftruncate(fd, len(header) + sum(info.nbytes for info in group))
             self._where.update((name, (fd, offset)) for name, offset in offsets.items())
@@ -173,6 +181,7 @@ class StagedSafetensors:
                 "folder (run without --resume to start over)"
             ) from None
         self._fds.append(fd)
+        self._paths[fd] = path
         if os.fstat(fd).st_size != size or os.pread(fd, len(header), 0) != header:
             raise ConvertError(
                 f"{path}: the interrupted conversion's shard is damaged; expected {size} bytes "
@@ -217,26 +226,54 @@ class StagedSafetensors:
         final = self.plan.shards[self._fds.index(fd)][0]
         return self.work / DATA_DIR / final.name, offset
 
+    def _count_unwritten(self) -> None:
+        for name, (fd, _) in self._where.items():
+            self._unwritten[fd] = self._unwritten.get(fd, 0) + (name not in self.done)
+
     def _record(self, fd: int, name: str) -> None:
+        """Count output `name` written; hand the finished outputs to the sync thread when its
+        shard is complete, or when the last hand-off is `JOURNAL_SECONDS` old and the thread
+        has nothing to do (else they wait for the next one)."""
         with self._lock:
             self.done.add(name)
             self._pending.append((fd, name))
-            if time.monotonic() - self._flushed_at >= JOURNAL_SECONDS:
-                self._flush_journal()
+            self._unwritten[fd] -= 1
+            due = time.monotonic() - self._flushed_at >= JOURNAL_SECONDS
+            if self._unwritten[fd] == 0 or (due and self._syncer and self._syncer.idle):
+                self._hand_off()
+
+    def _hand_off(self) -> None:
+        """Have the sync thread sync the shards of the finished outputs, then journal them (the
+        caller holds the lock): the bytes are always on disk before the journal names them, and
+        a resume loses at most the outputs of the last `JOURNAL_SECONDS` or so."""
+        if not self._pending or self._syncer is None or self._journal is None:
+            return
+        batch, self._pending = self._pending, []
+        files = [(fd, str(self._paths[fd])) for fd in dict.fromkeys(fd for fd, _ in batch)]
+        names, journal = [name for _, name in batch], self._journal
+        self._flushed_at = time.monotonic()
+        try:
+            self._syncer.submit(files, lambda: journal.record(names))
+        except OSError as err:
+            self._sync_failed(err)
 
     def _flush_journal(self) -> None:
-        """Sync the shards of the finished outputs, then journal them (the caller holds the lock).
-
-        Syncing in batches rather than per tensor costs a resume at most `JOURNAL_SECONDS` of
-        work; the bytes are always on disk before the journal names them.
-        """
-        if not self._pending or self._journal is None:
+        """Sync and journal every finished output, and wait until that is done (the caller
+        holds the lock)."""
+        self._hand_off()
+        if self._syncer is None:
             return
-        for fd in dict.fromkeys(fd for fd, _ in self._pending):
-            _SYNC(fd)
-        self._journal.record([name for _, name in self._pending])
-        self._pending.clear()
-        self._flushed_at = time.monotonic()
+        try:
+            self._syncer.wait()
+        except OSError as err:
+            self._sync_failed(err)
+
+    def _sync_failed(self, err: OSError) -> None:
+        culprit = err.filename or self.work / JOURNAL_FILE
+        raise ConvertError(
+            f"{culprit}: syncing the output to disk failed: {err.strerror or err}; expected a "
+            "disk that keeps what is written (the outputs journaled before it can --resume)"
+        ) from None
 
     def _taken(self, name: str) -> bool:
         return name in self.done or name in self._busy
@@ -256,6 +293,8 @@ class StagedSafetensors:
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise CheckpointError(f"{self.dst}: {self._rows.missing_message(missing[0])}{more}")
+        with self._lock:
+            self._flush_journal()
         for fd in self._fds:
             os.fsync(fd)
         self._close_files()
@@ -281,7 +320,7 @@ class StagedSafetensors:
 
     def suspend(self) -> None:
         """Stop, keeping the work folder and its journal (every finished output) for `--resume`."""
-        with self._lock, contextlib.suppress(OSError):
+        with self._lock, contextlib.suppress(OSError, ConvertError):
             self._flush_journal()  # a disk that fails here loses only the unjournaled outputs
         self._close()
 
@@ -291,6 +330,8 @@ class StagedSafetensors:
             self._work_lock.release()
 
     def _close_files(self) -> None:
+        if self._syncer is not None:
+            self._syncer.close()  # before the files it may be syncing
         while self._fds:
             os.close(self._fds.pop())
         if self._journal is not None:
