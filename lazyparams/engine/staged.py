@@ -1,10 +1,14 @@
 """npz, .npy folder and GGUF output built in DST's work folder, tensor by tensor, resumable.
 
 The work folder (see `journal`) holds the output's files, laid out in full before any data
-(see `layouts`), `job.json` and a journal whose lines are `[name, crc32]` for every tensor
-synced to disk. A resume reuses a journaled tensor only after its bytes read back with the
-recorded CRC. Publishing writes a marker file, then renames the output into place (once, or
-once per part of a split GGUF); a resume after a kill there completes it and cleans up.
+(see `layouts`), `job.json` and a journal whose lines are `[name, check]` for every tensor
+synced to disk: the CRC-32 of its bytes in an npz (zip needs it in the member's header), of
+sampled blocks in a .npy folder or GGUF (all of a tensor up to 1 MiB, else its ends and 16
+spread blocks), so that writing costs no second pass over the data. Files are synced and the
+journal written on a thread of their own. A resume reuses a journaled tensor only after its
+bytes read back with the recorded check. Publishing writes a marker file, then renames the
+output into place (once, or once per part of a split GGUF); a resume after a kill there
+completes it and cleans up.
 Imports `io` and the engine's own modules.
 """
 
@@ -26,7 +30,7 @@ from lazyparams.engine.journal import remove_work, work_dir, write_job
 from lazyparams.engine.layouts import FOLDER, Layout, Slot
 from lazyparams.errors import CheckpointError, ConvertError
 from lazyparams.io import TensorInfo, check_declared
-from lazyparams.io.filemap import write_array_at
+from lazyparams.io.filemap import BackgroundSync, write_array_at
 from lazyparams.io.npy_format import stored_form
 from lazyparams.io.partial import RowLedger, rows_offset
 from lazyparams.io.staging import fsync_path
@@ -37,7 +41,10 @@ PUBLISHING_FILE = "publishing"
 JOURNAL_SECONDS = 0.25
 """Finished tensors are synced and journaled together at most this often (and at the end)."""
 _CHUNK = 16 * 1024 * 1024
-_SYNC = getattr(os, "fdatasync", os.fsync)
+_SAMPLE_WHOLE = 1 << 20
+_SAMPLE_END = 64 * 1024
+_SAMPLE_BLOCK = 4096
+_SAMPLE_SPREAD = 16
 
 
 class StagedFiles:
@@ -67,6 +74,7 @@ class StagedFiles:
         self._pending: list[str] = []
         self._flushed_at = time.monotonic()
         self._records = -1
+        self._syncer = BackgroundSync()
         try:
             self._open(job, fresh=done is None)
         except OSError as err:
@@ -100,7 +108,7 @@ class StagedFiles:
         slot = self.layout.slots[name]
         data = np.ascontiguousarray(self._stored(name, array))
         raw = memoryview(data.reshape(-1).view(np.uint8).data)
-        crc = zlib.crc32(raw, zlib.crc32(_crc_head(slot)))
+        crc = checksum(self.layout, slot, lambda at, count: raw[at : at + count])
         self._guarded(name, lambda: self._put(name, raw, crc))
 
     def write_rows(self, name: str, start: int, block: Any) -> None:
@@ -134,7 +142,8 @@ class StagedFiles:
         with self._lock:
             self.crcs[name] = crc
             self._pending.append(name)
-            if time.monotonic() - self._flushed_at >= JOURNAL_SECONDS:
+            due = time.monotonic() - self._flushed_at >= JOURNAL_SECONDS
+            if due and self._syncer.idle:
                 self._flush()
 
     def _guarded(self, name: str, step: Any) -> None:
@@ -150,23 +159,37 @@ class StagedFiles:
             ) from None
 
     def _read_crc(self, name: str, slot: Slot) -> int:
-        """The CRC of a slot whose data is in the file and whose header is not yet."""
-        return file_crc(self._fds[slot.file], slot.data_at, slot.end, zlib.crc32(_crc_head(slot)))
+        """The check of a slot whose data is in the file and whose header is not yet."""
+        fd = self._fds[slot.file]
+        return checksum(self.layout, slot, lambda at, count: os.pread(fd, count, slot.data_at + at))
 
     def _taken(self, name: str) -> bool:
         return name in self.crcs or name in self._busy
 
     def _flush(self) -> None:
-        """Sync the files, then journal the finished tensors (the caller holds the lock)."""
+        """Hand the finished tensors to the sync thread: it syncs the files, then journals
+        them (the caller holds the lock)."""
         if not self._pending or self._records < 0:
             return
-        for fd in self._fds:
-            _SYNC(fd)
         lines = "".join(json.dumps([n, self.crcs[n]]) + "\n" for n in self._pending)
-        os.write(self._records, lines.encode("utf-8"))
-        os.fsync(self._records)
+        records = self._records
+        files = [
+            (fd, str(self.data / f)) for fd, f in zip(self._fds, self.layout.files, strict=True)
+        ]
+
+        def journal() -> None:
+            os.write(records, lines.encode("utf-8"))
+            os.fsync(records)
+
         self._pending.clear()
         self._flushed_at = time.monotonic()
+        self._syncer.submit(files, journal)
+
+    def _drain(self) -> None:
+        """Hand off and wait until every finished tensor is synced and journaled."""
+        with self._lock:
+            self._flush()
+        self._syncer.wait()
 
     # Ending ----------------------------------------------------------------------------------
 
@@ -177,10 +200,9 @@ class StagedFiles:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise CheckpointError(f"{self.dst}: {self._rows.missing_message(missing[0])}{more}")
         try:
+            self._drain()
             if self._fds:
                 self._complete_files()
-            with self._lock:
-                self._flush()
             self._close()
             self._publish()
         except OSError as err:
@@ -222,11 +244,12 @@ class StagedFiles:
 
     def suspend(self) -> None:
         """Stop, keeping the work folder and its journal for `--resume`."""
-        with self._lock, contextlib.suppress(OSError):
-            self._flush()  # a disk that fails here loses only the unjournaled tensors
+        with contextlib.suppress(OSError):
+            self._drain()  # a disk that fails here loses only the unjournaled tensors
         self._close()
 
     def _close(self) -> None:
+        self._syncer.close()
         while self._fds:
             os.close(self._fds.pop())
         if self._records >= 0:
@@ -239,11 +262,30 @@ def _crc_head(slot: Slot) -> bytes:
     return slot.head[slot.crc_from - slot.head_at :] if slot.crc_from < slot.data_at else b""
 
 
-def file_crc(fd: int, start: int, end: int, crc: int = 0) -> int:
-    """The CRC-32 of bytes [start, end) of a file, continuing `crc`, read in bounded chunks."""
-    for at in range(start, end, _CHUNK):
-        crc = zlib.crc32(os.pread(fd, min(_CHUNK, end - at), at), crc)
+def checksum(layout: Layout, slot: Slot, read: Any) -> int:
+    """A slot's check from `read(offset in its data, count) -> bytes`: the CRC-32 of every
+    byte for an npz member (its header's), of the sampled ranges for the other formats."""
+    length = slot.end - slot.data_at
+    crc = zlib.crc32(_crc_head(slot))
+    ranges = [(0, length)] if layout.members else sample_ranges(length)
+    for start, end in ranges:
+        for at in range(start, end, _CHUNK):
+            crc = zlib.crc32(read(at, min(_CHUNK, end - at)), crc)
     return crc
+
+
+def sample_ranges(length: int) -> list[tuple[int, int]]:
+    """The byte ranges a sampled check reads: all of a tensor up to 1 MiB, else its first and
+    last 64 KiB and 16 blocks of 4 KiB spread evenly between them."""
+    if length <= _SAMPLE_WHOLE:
+        return [(0, length)]
+    step = (length - 2 * _SAMPLE_END) // (_SAMPLE_SPREAD + 1)
+    inner = [_SAMPLE_END + step * (i + 1) for i in range(_SAMPLE_SPREAD)]
+    return [
+        (0, _SAMPLE_END),
+        *((at, at + _SAMPLE_BLOCK) for at in inner),
+        (length - _SAMPLE_END, length),
+    ]
 
 
 def verified_done(dst: Path, layout: Layout) -> dict[str, int]:
@@ -296,10 +338,9 @@ def _intact(fds: Sequence[int], layout: Layout, name: str, crc: int) -> bool:
     slot = layout.slots[name]
     head = layout.head(name, crc)[: slot.crc_from - slot.head_at]
     fd = fds[slot.file]
-    return (
-        os.pread(fd, len(head), slot.head_at) == head
-        and file_crc(fd, slot.crc_from, slot.end) == crc
-    )
+    if os.pread(fd, len(head), slot.head_at) != head:
+        return False
+    return checksum(layout, slot, lambda at, count: os.pread(fd, count, slot.data_at + at)) == crc
 
 
 def read_records(work: Path) -> list[tuple[str, int]]:
