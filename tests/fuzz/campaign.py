@@ -1,0 +1,217 @@
+"""A fuzz campaign: cases of every format through a worker pool, findings grouped and kept.
+
+`run_campaign(per_format, seed=...)` makes `per_format` cases of each format, runs them, and
+groups every case that did not end in success or a LazyParamsError by (format, outcome,
+exception type, innermost lazyparams frame). The first case of each group is rerun on a fresh
+worker to confirm it and its files are written to `findings_dir` as the reproducer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.fuzz.cases import Case, make_case
+from tests.fuzz.pool import Pool, run_fresh
+from tests.fuzz.seeds import FORMATS, build_seeds
+
+GOOD = ("ok", "refused")
+_FAULT_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+@dataclass
+class Finding:
+    """One distinct class of bad outcome, with its first case and how often it was seen."""
+
+    format: str
+    outcome: str
+    type: str
+    last_line: str
+    frame: str
+    case: Case
+    traceback: str
+    count: int = 1
+    confirmed: str = "not rerun"
+    reproducer: Path | None = None
+
+    def line(self) -> str:
+        where = f" -> {self.reproducer}" if self.reproducer else ""
+        return (
+            f"[{self.format}] {self.outcome} {self.type} at {self.frame} ({self.count} cases, "
+            f"{self.confirmed}): {self.last_line[:200]} | case {self.case.label}: "
+            f"{'; '.join(self.case.mutations)[:300]}{where}"
+        )
+
+
+@dataclass
+class Report:
+    """What a campaign saw: outcomes per format, the findings, the time it took."""
+
+    outcomes: dict[str, Counter[str]] = field(default_factory=dict)
+    findings: dict[tuple[str, ...], Finding] = field(default_factory=dict)
+    slow: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    cases: int = 0
+
+    def text(self) -> str:
+        """A table of counts per format, then one line per finding."""
+        lines = [f"{self.cases} cases in {self.seconds:.1f} s ({self.per_case_ms():.1f} ms/case)"]
+        for format, counts in self.outcomes.items():
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            lines.append(f"  {format:12} {sum(counts.values()):7} cases: {shown}")
+        lines.append(f"{len(self.findings)} distinct findings")
+        lines += [f"  {finding.line()}" for finding in self.findings.values()]
+        lines += [f"  slow but finished on a rerun: {label}" for label in self.slow[:20]]
+        return "\n".join(lines)
+
+    def per_case_ms(self) -> float:
+        return 1000 * self.seconds / max(self.cases, 1)
+
+    def merge(self, other: Report) -> None:
+        """Add `other`'s counts and findings (a later round of the same campaign) to this one."""
+        for format, counts in other.outcomes.items():
+            self.outcomes.setdefault(format, Counter()).update(counts)
+        for key, finding in other.findings.items():
+            if key in self.findings:
+                self.findings[key].count += finding.count
+            else:
+                self.findings[key] = finding
+        self.slow += other.slow
+        self.seconds += other.seconds
+        self.cases += other.cases
+
+
+def _frames_of_dump(text: str) -> tuple[str, str]:
+    """(innermost frame, innermost lazyparams frame) of a faulthandler dump."""
+    frames = [(Path(path).name, name, path) for path, _, name in _FAULT_FRAME.findall(text)]
+    ours = [f"{f}:{n}" for f, n, p in frames if "/lazyparams/" in p]
+    return (f"{frames[0][0]}:{frames[0][1]}" if frames else "?"), (ours[0] if ours else "?")
+
+
+def finding_key(case: Case, reply: dict[str, Any]) -> tuple[str, ...]:
+    """What tells one class of finding from another."""
+    if reply["outcome"] == "hang":
+        reply["frame"], reply["our_frame"] = _frames_of_dump(reply.get("traceback", ""))
+        reply["last_line"] = f"no answer within the timeout (in {reply['frame']})"
+    frame = reply.get("our_frame") or "?"
+    return (case.format, reply["outcome"], reply.get("type", "?"), frame)
+
+
+def request_of(case: Case) -> dict[str, Any]:
+    """What a worker needs to run `case`."""
+    return {"case": {"files": case.files, "entry": case.entry, "convert_to": case.convert_to}}
+
+
+def _jobs(cases: Sequence[Case]) -> Iterator[tuple[Case, dict[str, Any]]]:
+    for case in cases:
+        yield case, request_of(case)
+
+
+def write_reproducer(folder: Path, finding: Finding, number: int) -> Path:
+    """The finding's case files and a case.json describing it, under `folder`."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{finding.outcome}-{finding.type}-{finding.frame}")
+    target = folder / f"{number:03d}-{finding.format}-{slug}"[:120]
+    for name, data in finding.case.files.items():
+        path = target / "files" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    case = finding.case
+    meta = {"format": case.format, "seed": case.campaign_seed, "index": case.index}
+    meta |= {"seed_file": case.seed_name, "mutations": list(case.mutations), "entry": case.entry}
+    meta |= {"convert_to": case.convert_to, "outcome": finding.outcome, "type": finding.type}
+    meta |= {"last_line": finding.last_line, "frame": finding.frame, "count": finding.count}
+    meta |= {"confirmed": finding.confirmed, "traceback": finding.traceback}
+    (target / "case.json").write_text(json.dumps(meta, indent=1))
+    return target
+
+
+def write_reproducers(report: Report, folder: Path) -> None:
+    """One reproducer folder per finding of `report`, numbered in the order they were found."""
+    for number, finding in enumerate(report.findings.values()):
+        finding.reproducer = write_reproducer(folder, finding, number)
+
+
+def _record(report: Report, case: Case, reply: dict[str, Any]) -> Finding | None:
+    """Count the reply; a new Finding when it is the first of its class."""
+    report.outcomes.setdefault(case.format, Counter())[reply["outcome"]] += 1
+    if reply["outcome"] in GOOD:
+        return None
+    key = finding_key(case, reply)
+    if key in report.findings:
+        report.findings[key].count += 1
+        return None
+    finding = Finding(
+        case.format,
+        reply["outcome"],
+        reply.get("type", "?"),
+        reply.get("last_line", ""),
+        reply.get("our_frame") or reply.get("frame", "?"),
+        case,
+        reply.get("traceback", ""),
+    )
+    report.findings[key] = finding
+    return finding
+
+
+def _confirm(report: Report, new: list[Finding], workers: int, timeout: float, memory: int) -> None:
+    """Rerun each new finding's case apart from the cases that came before it.
+
+    All reruns share one new pool first; a finding that does not come back there is rerun on
+    a worker of its own. A hang that then finishes (with 3x the time) is only slow.
+    """
+    requests = [(finding, request_of(finding.case)) for finding in new]
+    with Pool(workers, 3 * timeout, memory) as pool:
+        for (finding, request), again in pool.run(requests):
+            if again["outcome"] != finding.outcome and finding.outcome != "hang":
+                again = run_fresh(request, 3 * timeout, memory)
+            _settle(report, finding, again)
+
+
+def _settle(report: Report, finding: Finding, again: dict[str, Any]) -> None:
+    if again["outcome"] == finding.outcome:
+        finding.confirmed = "reproduced on a rerun"
+    elif finding.outcome == "hang" and again["outcome"] in GOOD:
+        report.slow.append(f"{finding.case.label} ({again['seconds']:.1f} s)")
+        del report.findings[next(k for k, v in report.findings.items() if v is finding)]
+    else:
+        finding.confirmed = f"rerun alone: {again['outcome']} {again.get('type', '')}".strip()
+
+
+def run_campaign(
+    per_format: int,
+    *,
+    seed: int = 0,
+    formats: Sequence[str] = FORMATS,
+    workers: int = 2,
+    timeout: float = 2.0,
+    memory: int = 1 << 30,
+    findings_dir: Path | None = None,
+    first: int = 0,
+) -> Report:
+    """Run cases `first` to `first + per_format` of every format in `formats`; the report.
+
+    `timeout` is per case (seconds), `memory` the address space of each worker (bytes).
+    """
+    started = time.perf_counter()
+    seeds = build_seeds()
+    numbers = range(first, first + per_format)
+    cases = [make_case(seeds, seed, i, f) for i in numbers for f in formats]
+    report, new = Report(), []
+    with Pool(workers, timeout, memory) as pool:
+        for (case, _), reply in pool.run(_jobs(cases)):
+            report.cases += 1
+            finding = _record(report, case, reply)
+            if finding is not None:
+                new.append(finding)
+    if new:
+        _confirm(report, new, workers, timeout, memory)
+    if findings_dir is not None:
+        write_reproducers(report, findings_dir)
+    report.seconds = time.perf_counter() - started
+    return report
