@@ -34,6 +34,12 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--memory", type=int, default=1 << 30, help="bytes per worker")
     parser.add_argument("--formats", default=",".join(FORMATS))
     parser.add_argument("--findings", type=Path, help="folder for the reproducers")
+    parser.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="do not compare accepted files with the safetensors library and numpy",
+    )
+    parser.add_argument("--markdown", type=Path, help="write the counts and findings table here")
     parser.add_argument("--replay", type=Path, help="rerun one reproducer here, in-process")
     return parser.parse_args()
 
@@ -47,6 +53,7 @@ def replay(folder: Path) -> None:
         if p.is_file()
     }
     case = {"files": files, "entry": meta["entry"], "convert_to": meta["convert_to"]}
+    case |= {"format": meta["format"], "reference": meta["outcome"] in ("laxer", "differs")}
     print(f"{meta['format']} case {meta['seed']}:{meta['index']}: {'; '.join(meta['mutations'])}")
     with __import__("tempfile").TemporaryDirectory() as work:
         try:
@@ -71,6 +78,7 @@ def main() -> None:
             timeout=args.timeout,
             memory=args.memory,
             first=first,
+            reference=not args.no_reference,
         )
         total.merge(report)
         first += args.round
@@ -78,6 +86,8 @@ def main() -> None:
     if args.findings:
         write_reproducers(total, args.findings)
     print(f"TOTAL (seed {args.seed}, {first} cases of each format):\n{total.text()}")
+    if args.markdown:
+        args.markdown.write_text(total.markdown() + "\n")
 
 
 if __name__ == "__main__":

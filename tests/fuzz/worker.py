@@ -25,6 +25,7 @@ from typing import IO, Any
 import numpy as np
 
 from lazyparams.errors import CheckpointError, LazyParamsError
+from tests.fuzz import reference
 
 FRAME = struct.Struct("<I")
 
@@ -64,7 +65,7 @@ def identity(params: dict[str, Any]) -> dict[str, Any]:
     return dict(params)
 
 
-def _check_load(source: Any, name: str) -> int:
+def _check_load(source: Any, name: str) -> np.ndarray:
     """Load `name` whole, by rows and by columns; Mismatch unless all agree with its info."""
     from lazyparams.io import check_declared
     from lazyparams.io.dtypes import is_block
@@ -84,7 +85,7 @@ def _check_load(source: Any, name: str) -> int:
             cols = source.load_cols(name, 0, 1)
             if cols.tobytes() != np.ascontiguousarray(data[:, :1]).tobytes():
                 raise Mismatch(f"tensor {name!r}: load_cols(0, 1) differs from load()[:, :1]")
-    return int(data.nbytes)
+    return data
 
 
 def _convert(target: Path, out: Path, format: str) -> None:
@@ -108,10 +109,15 @@ def exercise(case: dict[str, Any], work: Path) -> dict[str, Any]:
     write_tree(root, case["files"])
     out.mkdir()
     target = root / case["entry"] if case["entry"] != "." else root
-    loaded = 0
+    loaded, seen = 0, {}
     with open_source(target) as source:
         for name in source.names():
-            loaded += _check_load(source, name)
+            data = _check_load(source, name)
+            loaded += int(data.nbytes)
+            if case.get("reference"):
+                seen[name] = reference.snapshot(source.info(name).shape, data)
+    if case.get("reference"):
+        reference.compare(case["format"], target, seen)
     if case.get("convert_to"):
         _convert(target, out, case["convert_to"])
     return {"tensors_bytes": loaded}
@@ -133,6 +139,8 @@ def outcome_of(err: BaseException) -> dict[str, Any]:
         kind = "refused"
     elif isinstance(err, Mismatch):
         kind = "leftover" if "left" in str(err) else "mismatch"
+    elif isinstance(err, reference.ReferenceDisagrees):
+        kind = err.kind
     else:
         kind = "memory" if isinstance(err, MemoryError) else "error"
     text = "".join(traceback.format_exception(err)) if kind != "refused" else ""
