@@ -204,6 +204,23 @@ def torch_zip_bytes(tensors: dict[str, np.ndarray], compress: bool, nested: bool
         return buffer.read()
 
 
+def torch_legacy_bytes(tensors: dict[str, np.ndarray]) -> bytes:
+    """The pre-zip `torch.save` layout: magic, protocol and sys-info pickles, the state dict
+    pickle, the storage-key list pickle, then each storage as an int64 count and its bytes."""
+    magic = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little") + b"."
+    protocol = b"\x80\x02M\xe9\x03."
+    sizes = b"}(" + _text("short") + b"K\x02" + _text("int") + b"K\x04" + _text("long") + b"K\x04u"
+    info = b"}(" + _text("protocol_version") + b"M\xe9\x03" + _text("little_endian") + b"\x88"
+    info = b"\x80\x02" + info + _text("type_sizes") + sizes + b"u."
+    entries, keys, blobs = b"", b"", b""
+    for i, (name, array) in enumerate(tensors.items()):
+        entries += _text(name) + _tensor_pickle(str(i), array, 0)
+        keys += _text(str(i))
+        blobs += struct.pack("<q", array.size) + np.ascontiguousarray(array).tobytes()
+    state = b"\x80\x02}(" + entries + b"u."
+    return magic + protocol + info + state + b"\x80\x02](" + keys + b"e." + blobs
+
+
 def _torch(variant: int) -> list[Seed]:
     tensors = {k: v for k, v in _tensors(variant).items() if str(v.dtype) in _TORCH_STORAGES}
     tensors["ids"] = np.arange(6, dtype=np.int64).reshape(2, 3).T  # a strided view
@@ -211,7 +228,9 @@ def _torch(variant: int) -> list[Seed]:
     for compress, nested in ((False, False), (True, True)):
         data = torch_zip_bytes(tensors, compress, nested)
         seeds.append(Seed("torch", f"zip{variant}{'z' * compress}", {"m.bin": data}, "m.bin"))
-    return seeds
+    contiguous = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    legacy = {"m.pt": torch_legacy_bytes(contiguous)}
+    return [*seeds, Seed("torch", f"legacy{variant}", legacy, "m.pt")]
 
 
 def build_seeds(variants: int = 2) -> list[Seed]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyparams.errors import LazyParamsError
+from lazyparams.errors import CheckpointError, LazyParamsError
 from tests.fuzz.campaign import GOOD, Finding, Report, run_campaign, write_reproducer
 from tests.fuzz.cases import MENUS, Case, make_case
 from tests.fuzz.pool import Pool
@@ -57,6 +57,12 @@ def test_seeds_are_valid_checkpoints_of_every_format(seeds: list, tmp_path: Path
         output = "gguf" if "gguf" in seed.format else "safetensors"
         case = {"files": seed.files, "entry": seed.entry, "convert_to": output}
         (tmp_path / str(i)).mkdir()
+        if seed.name.startswith("legacy"):  # read, or refused by name where unsupported
+            try:
+                exercise(case, tmp_path / str(i))
+            except CheckpointError as err:
+                assert "legacy" in str(err)
+            continue
         assert exercise(case, tmp_path / str(i))["tensors_bytes"] > 0, seed.name
 
 
