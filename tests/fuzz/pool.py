@@ -105,7 +105,7 @@ class Pool:
                 for worker, reply in self._collect(selector):
                     busy -= 1
                     yield worker.job, reply
-                    self._finish(worker, selector)
+                    self._finish(worker, selector, bool(reply.get("retire")))
         finally:
             selector.close()
 
@@ -140,11 +140,11 @@ class Pool:
         code = worker.process.wait()
         return {"outcome": "crash", "type": f"exit {code}", "traceback": worker.log_tail()}
 
-    def _finish(self, worker: Worker, selector: Any) -> None:
+    def _finish(self, worker: Worker, selector: Any, retired: bool) -> None:
         selector.unregister(worker.process.stdout)
         worker.job = None
         worker.done += 1
-        if worker.process.poll() is not None or worker.done >= self.recycle:
+        if retired or worker.process.poll() is not None or worker.done >= self.recycle:
             self._stop(worker)
             self.workers[self.workers.index(worker)] = wait_ready(spawn(self.memory))
             self.restarts += 1

@@ -24,6 +24,12 @@ def allocate(case: dict[str, Any], work: Path) -> None:
     bytearray(8 << 30)
 
 
+def grow(case: dict[str, Any], work: Path) -> None:
+    """Touches 100 MiB and then refuses: bounded by the limit, not by the 64 MiB allowed."""
+    block = b"x" * (100 << 20)
+    raise CheckpointError(f"refused after touching {len(block)} bytes")
+
+
 def die(case: dict[str, Any], work: Path) -> None:
     """Dies as a segfaulting extension would."""
     os.kill(os.getpid(), signal.SIGSEGV)

@@ -93,10 +93,10 @@ def _probe(action: str) -> tuple[str, dict]:
 
 
 def test_the_pool_reports_every_way_a_case_can_end() -> None:
-    actions = ["succeed", "hang", "refuse", "foreign_error", "allocate", "die", "succeed"]
+    actions = ["succeed", "hang", "refuse", "foreign_error", "allocate", "grow", "die", "succeed"]
     with Pool(2, timeout=1.5, memory=1 << 30) as pool:
         replies = {job[0]: reply for job, reply in pool.run(map(_probe, actions))}
-        assert pool.restarts == 2  # after the hang and after the crash
+        assert pool.restarts == 3  # after the hang, the growth and the crash
     assert replies["succeed"] == replies["succeed"] | {"outcome": "ok", "entry": "m.bin"}
     assert replies["hang"]["outcome"] == "hang"
     assert "probes.py" in replies["hang"]["traceback"]  # where it hung, from faulthandler
@@ -108,6 +108,7 @@ def test_the_pool_reports_every_way_a_case_can_end() -> None:
         "probes.py:foreign_error",
     )
     assert replies["allocate"]["outcome"] == "memory"
+    assert (replies["grow"]["outcome"], replies["grow"]["type"]) == ("memory", "RSS")
     assert (replies["die"]["outcome"], replies["die"]["type"]) == ("crash", "exit -11")
 
 

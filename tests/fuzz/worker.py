@@ -153,9 +153,27 @@ def _resolve(action: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def handle(request: dict[str, Any], scratch: Path) -> dict[str, Any]:
+def peak_rss() -> int:
+    """This process's peak resident memory so far, in bytes (Linux counts KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _check_growth(result: dict[str, Any], before: int, baseline: int, allowed: int) -> None:
+    """Turn a case that raised the peak RSS past `baseline + allowed` into a memory finding
+    (and retire the worker, so the next case starts from a low peak again)."""
+    after = peak_rss()
+    if after > before and after - baseline > allowed and result["outcome"] in ("ok", "refused"):
+        grown = (after - baseline) >> 20
+        last = (
+            f"peak RSS grew by {grown} MiB (allowed {allowed >> 20} MiB) and it {result['outcome']}"
+        )
+        result |= {"outcome": "memory", "type": "RSS", "last_line": last, "retire": True}
+
+
+def handle(request: dict[str, Any], scratch: Path, baseline: int = 0) -> dict[str, Any]:
     """Run one request in a fresh folder under `scratch`; the reply (never raises)."""
     work = Path(tempfile.mkdtemp(dir=scratch))
+    before = peak_rss()
     started = time.perf_counter()
     faulthandler.dump_traceback_later(request.get("timeout", 2.0) * 0.9, exit=False)
     try:
@@ -167,6 +185,10 @@ def handle(request: dict[str, Any], scratch: Path) -> dict[str, Any]:
         faulthandler.cancel_dump_traceback_later()
         shutil.rmtree(work, ignore_errors=True)
     result["seconds"] = time.perf_counter() - started
+    if baseline:
+        _check_growth(
+            result, before, baseline, int(os.environ.get("LAZYPARAMS_FUZZ_RSS", 64 << 20))
+        )
     return result
 
 
@@ -187,9 +209,13 @@ def main() -> None:
     _limit(int(os.environ.get("LAZYPARAMS_FUZZ_MEMORY", 1 << 30)), 64 << 20)
     scratch = Path(tempfile.mkdtemp(prefix="lazyparams-fuzz-worker-"))
     write_frame(replies, "ready")
+    baseline = peak_rss()
     try:
         while (request := read_frame(sys.stdin.buffer)) is not None:
-            write_frame(replies, handle(request, scratch))
+            reply = handle(request, scratch, baseline)
+            write_frame(replies, reply)
+            if reply.get("retire"):
+                break
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
