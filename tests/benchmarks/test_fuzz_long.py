@@ -24,7 +24,7 @@ def test_a_short_round_prints_counts_and_writes_the_table(
     out = capsys.readouterr().out
     assert "TOTAL (seed 1, 3 cases of each format)" in out
     assert "npy" in out and "gguf" in out
-    assert "| format | cases | outcomes |" in table.read_text()
+    assert "| format | cases | outcomes | slowest case |" in table.read_text()
 
 
 def test_a_reproducer_replays_with_its_traceback(

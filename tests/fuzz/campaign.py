@@ -56,6 +56,7 @@ class Report:
     outcomes: dict[str, Counter[str]] = field(default_factory=dict)
     findings: dict[tuple[str, ...], Finding] = field(default_factory=dict)
     slow: list[str] = field(default_factory=list)
+    slowest: dict[str, tuple[float, str]] = field(default_factory=dict)
     seconds: float = 0.0
     cases: int = 0
 
@@ -64,7 +65,9 @@ class Report:
         lines = [f"{self.cases} cases in {self.seconds:.1f} s ({self.per_case_ms():.1f} ms/case)"]
         for format, counts in self.outcomes.items():
             shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            took, label = self.slowest.get(format, (0.0, "-"))
             lines.append(f"  {format:12} {sum(counts.values()):7} cases: {shown}")
+            lines[-1] += f"; slowest {took:.2f} s ({label})"
         lines.append(f"{len(self.findings)} distinct findings")
         lines += [f"  {finding.line()}" for finding in self.findings.values()]
         lines += [f"  slow but finished on a rerun: {label}" for label in self.slow[:20]]
@@ -73,10 +76,11 @@ class Report:
     def markdown(self) -> str:
         """Counts per format and one table row per finding, for a findings file."""
         rows = [f"{self.cases} cases, {self.per_case_ms():.1f} ms per case", ""]
-        rows += ["| format | cases | outcomes |", "|---|---|---|"]
+        rows += ["| format | cases | outcomes | slowest case |", "|---|---|---|---|"]
         for format, counts in self.outcomes.items():
             shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-            rows.append(f"| {format} | {sum(counts.values())} | {shown} |")
+            took, label = self.slowest.get(format, (0.0, "-"))
+            rows.append(f"| {format} | {sum(counts.values())} | {shown} | {took:.2f} s {label} |")
         rows += ["", "| # | format | class | where | cases | rerun | last line | reproducer |"]
         rows.append("|---|---|---|---|---|---|---|---|")
         for number, f in enumerate(self.findings.values()):
@@ -100,6 +104,9 @@ class Report:
             else:
                 self.findings[key] = finding
         self.slow += other.slow
+        for format, (took, label) in other.slowest.items():
+            if took > self.slowest.get(format, (0.0, ""))[0]:
+                self.slowest[format] = (took, label)
         self.seconds += other.seconds
         self.cases += other.cases
 
@@ -160,6 +167,9 @@ def write_reproducers(report: Report, folder: Path) -> None:
 def _record(report: Report, case: Case, reply: dict[str, Any]) -> Finding | None:
     """Count the reply; a new Finding when it is the first of its class."""
     report.outcomes.setdefault(case.format, Counter())[reply["outcome"]] += 1
+    took = float(reply.get("seconds", 0.0))
+    if reply["outcome"] != "hang" and took > report.slowest.get(case.format, (0.0, ""))[0]:
+        report.slowest[case.format] = (took, case.label)
     if reply["outcome"] in GOOD:
         return None
     key = finding_key(case, reply)
