@@ -6,12 +6,12 @@ test (tests/fuzz/test_fuzz.py) runs the same campaign with a few hundred cases p
 
     PYTHONPATH=. python benchmarks/fuzz_long.py --minutes 30 --findings /tmp/fuzz-findings
     PYTHONPATH=. python benchmarks/fuzz_long.py --replay /tmp/fuzz-findings/000-npz-...
+    PYTHONPATH=. python benchmarks/fuzz_long.py --recheck /tmp/fuzz-findings --markdown now.md
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import traceback
@@ -19,12 +19,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fuzz.campaign import Report, run_campaign, write_reproducers
+from tests.fuzz.campaign import (
+    GOOD,
+    Report,
+    read_reproducer,
+    recheck,
+    run_campaign,
+    write_reproducers,
+)
 from tests.fuzz.seeds import FORMATS
 from tests.fuzz.worker import exercise
 
 
-def _arguments() -> argparse.Namespace:
+def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="stop after this long")
     parser.add_argument("--round", type=int, default=500, help="cases per format per round")
@@ -41,19 +48,16 @@ def _arguments() -> argparse.Namespace:
     )
     parser.add_argument("--markdown", type=Path, help="write the counts and findings table here")
     parser.add_argument("--replay", type=Path, help="rerun one reproducer here, in-process")
-    return parser.parse_args()
+    parser.add_argument(
+        "--recheck", type=Path, help="rerun every reproducer in this folder and say what changed"
+    )
+    return parser.parse_args(argv)
 
 
 def replay(folder: Path) -> None:
     """Run a reproducer's case in this process (no limits), printing its traceback if any."""
-    meta = json.loads((folder / "case.json").read_text())
-    files = {
-        p.relative_to(folder / "files").as_posix(): p.read_bytes()
-        for p in sorted((folder / "files").rglob("*"))
-        if p.is_file()
-    }
-    case = {"files": files, "entry": meta["entry"], "convert_to": meta["convert_to"]}
-    case |= {"format": meta["format"], "reference": meta["outcome"] in ("laxer", "differs")}
+    meta, request = read_reproducer(folder)
+    case = request["case"]
     print(f"{meta['format']} case {meta['seed']}:{meta['index']}: {'; '.join(meta['mutations'])}")
     with __import__("tempfile").TemporaryDirectory() as work:
         try:
@@ -62,10 +66,28 @@ def replay(folder: Path) -> None:
             traceback.print_exc()
 
 
+def print_recheck(folder: Path, args: argparse.Namespace) -> None:
+    """For every reproducer under `folder`: its recorded class and what it does now."""
+    folders = sorted(p.parent for p in folder.glob("*/case.json"))
+    rows = ["| reproducer | format | was | now | now's last line |", "|---|---|---|---|---|"]
+    for path, meta, reply in recheck(folders, args.workers, args.timeout, args.memory):
+        now = reply["outcome"] + (f" {reply['type']}" if reply["outcome"] not in GOOD else "")
+        last = reply.get("last_line", "").replace("|", "\\|")[:140]
+        was = f"{meta['outcome']} {meta['type']}"
+        rows.append(f"| {path.name} | {meta['format']} | {was} | {now} | {last} |")
+    text = "\n".join(rows)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+
+
 def main() -> None:
     args = _arguments()
     if args.replay:
         replay(args.replay)
+        return
+    if args.recheck:
+        print_recheck(args.recheck, args)
         return
     formats = tuple(args.formats.split(","))
     total, stop, first = Report(), time.monotonic() + 60 * args.minutes, 0

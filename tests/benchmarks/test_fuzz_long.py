@@ -27,7 +27,7 @@ def test_a_short_round_prints_counts_and_writes_the_table(
     assert "| format | cases | outcomes | slowest case |" in table.read_text()
 
 
-def test_a_reproducer_replays_with_its_traceback(
+def test_a_reproducer_replays_and_is_rechecked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     case = Case(
@@ -38,3 +38,7 @@ def test_a_reproducer_replays_with_its_traceback(
     out = capsys.readouterr()
     assert "npz case 1:2: m.npz: truncate to 4" in out.out
     assert "CheckpointError" in out.err or "ok:" in out.out
+    argv = ["--recheck", str(tmp_path), "--workers", "1", "--markdown", str(tmp_path / "now.md")]
+    fuzz_long.print_recheck(tmp_path, fuzz_long._arguments(argv))
+    row = (tmp_path / "now.md").read_text().splitlines()[2]
+    assert row.startswith("| 000-npz-error-E-f | npz | error E | refused |"), row

@@ -58,11 +58,13 @@ class Report:
     slow: list[str] = field(default_factory=list)
     slowest: dict[str, tuple[float, str]] = field(default_factory=dict)
     seconds: float = 0.0
+    worker_seconds: float = 0.0
     cases: int = 0
 
     def text(self) -> str:
         """A table of counts per format, then one line per finding."""
-        lines = [f"{self.cases} cases in {self.seconds:.1f} s ({self.per_case_ms():.1f} ms/case)"]
+        lines = [f"{self.cases} cases in {self.seconds:.1f} s ({self.per_case_ms():.1f} ms/case"]
+        lines[0] += f", {self.worker_ms():.1f} ms/case in a worker)"
         for format, counts in self.outcomes.items():
             shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
             took, label = self.slowest.get(format, (0.0, "-"))
@@ -75,7 +77,8 @@ class Report:
 
     def markdown(self) -> str:
         """Counts per format and one table row per finding, for a findings file."""
-        rows = [f"{self.cases} cases, {self.per_case_ms():.1f} ms per case", ""]
+        rows = [f"{self.cases} cases, {self.per_case_ms():.1f} ms per case (wall, all workers)"]
+        rows += [f"{self.worker_ms():.1f} ms per case in one worker", ""]
         rows += ["| format | cases | outcomes | slowest case |", "|---|---|---|---|"]
         for format, counts in self.outcomes.items():
             shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
@@ -94,6 +97,9 @@ class Report:
     def per_case_ms(self) -> float:
         return 1000 * self.seconds / max(self.cases, 1)
 
+    def worker_ms(self) -> float:
+        return 1000 * self.worker_seconds / max(self.cases, 1)
+
     def merge(self, other: Report) -> None:
         """Add `other`'s counts and findings (a later round of the same campaign) to this one."""
         for format, counts in other.outcomes.items():
@@ -108,6 +114,7 @@ class Report:
             if took > self.slowest.get(format, (0.0, ""))[0]:
                 self.slowest[format] = (took, label)
         self.seconds += other.seconds
+        self.worker_seconds += other.worker_seconds
         self.cases += other.cases
 
 
@@ -120,7 +127,7 @@ def _frames_of_dump(text: str) -> tuple[str, str]:
 
 def finding_key(case: Case, reply: dict[str, Any]) -> tuple[str, ...]:
     """What tells one class of finding from another."""
-    if reply["outcome"] == "hang":
+    if reply["outcome"] == "hang" and "our_frame" not in reply:
         reply["frame"], reply["our_frame"] = _frames_of_dump(reply.get("traceback", ""))
         reply["last_line"] = f"no answer within the timeout (in {reply['frame']})"
     if reply["outcome"] in ("laxer", "differs"):  # told apart by what the reference said
@@ -168,6 +175,7 @@ def _record(report: Report, case: Case, reply: dict[str, Any]) -> Finding | None
     """Count the reply; a new Finding when it is the first of its class."""
     report.outcomes.setdefault(case.format, Counter())[reply["outcome"]] += 1
     took = float(reply.get("seconds", 0.0))
+    report.worker_seconds += took
     if reply["outcome"] != "hang" and took > report.slowest.get(case.format, (0.0, ""))[0]:
         report.slowest[case.format] = (took, case.label)
     if reply["outcome"] in GOOD:
@@ -211,8 +219,25 @@ def _settle(report: Report, finding: Finding, again: dict[str, Any]) -> None:
     elif finding.outcome == "hang" and again["outcome"] in GOOD:
         report.slow.append(f"{finding.case.label} ({again['seconds']:.1f} s)")
         del report.findings[next(k for k, v in report.findings.items() if v is finding)]
+    elif finding.outcome == "hang":  # given the time, it ends in what it really is
+        finding.frame = finding_key(finding.case, again)[3]
+        finding.outcome, finding.type = again["outcome"], again.get("type", "?")
+        finding.last_line, finding.traceback = again.get("last_line", ""), again["traceback"]
+        finding.confirmed = f"timed out first, then took {again['seconds']:.1f} s"
     else:
         finding.confirmed = f"rerun alone: {again['outcome']} {again.get('type', '')}".strip()
+
+
+def _regroup(report: Report) -> None:
+    """Merge the findings that a rerun showed to be one class."""
+    grouped: dict[tuple[str, ...], Finding] = {}
+    for finding in report.findings.values():
+        key = (finding.format, finding.outcome, finding.type, finding.frame)
+        if key in grouped:
+            grouped[key].count += finding.count
+        else:
+            grouped[key] = finding
+    report.findings = grouped
 
 
 def run_campaign(
@@ -245,7 +270,30 @@ def run_campaign(
                 new.append(finding)
     if new:
         _confirm(report, new, workers, timeout, memory, reference)
+        _regroup(report)
     if findings_dir is not None:
         write_reproducers(report, findings_dir)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def read_reproducer(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(case.json, request) of a reproducer folder written by `write_reproducer`."""
+    meta = json.loads((folder / "case.json").read_text())
+    root = folder / "files"
+    files = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))}
+    run = {"files": {k: v for k, v in files.items() if (root / k).is_file()}}
+    run |= {"entry": meta["entry"], "convert_to": meta["convert_to"], "format": meta["format"]}
+    run["reference"] = meta["outcome"] in ("laxer", "differs")
+    return meta, {"case": run}
+
+
+def recheck(
+    folders: Sequence[Path], workers: int = 2, timeout: float = 2.0, memory: int = 1 << 30
+) -> list[tuple[Path, dict[str, Any], dict[str, Any]]]:
+    """Rerun reproducers (on the code as it is now): (folder, case.json, new reply) each."""
+    read = {folder: read_reproducer(folder) for folder in folders}
+    jobs = [(folder, request) for folder, (_, request) in read.items()]
+    with Pool(workers, 3 * timeout, memory) as pool:
+        done = [(job[0], read[job[0]][0], reply) for job, reply in pool.run(jobs)]
+    return sorted(done, key=lambda item: item[0].name)
