@@ -131,7 +131,8 @@ def finding_key(case: Case, reply: dict[str, Any]) -> tuple[str, ...]:
         reply["frame"], reply["our_frame"] = _frames_of_dump(reply.get("traceback", ""))
         reply["last_line"] = f"no answer within the timeout (in {reply['frame']})"
     if reply["outcome"] in ("laxer", "differs"):  # told apart by what the reference said
-        reply["our_frame"] = re.sub(r"[0-9]+|'[^']*'", "N", reply.get("last_line", ""))[:90]
+        said = reply.get("last_line", "").rpartition("accepted: ")[2].rpartition("Disagrees: ")[2]
+        reply["our_frame"] = re.sub(r"[0-9]+|'[^']*'", "N", said)[:90]
     frame = reply.get("our_frame") or "?"
     return (case.format, reply["outcome"], reply.get("type", "?"), frame)
 
