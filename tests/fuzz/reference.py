@@ -31,8 +31,11 @@ def _safetensors_file(path: Path) -> Tensors:
     return {name: (tuple(spec["shape"]), bytes(spec["data"])) for name, spec in entries}
 
 
-def _sharded(folder: Path) -> Tensors:
-    index = next(iter(sorted(folder.glob("*.index.json"))))
+def _sharded(folder: Path) -> Tensors | None:
+    indexes = sorted(folder.glob("*.index.json"))
+    if not indexes:  # the index was dropped or renamed: not a sharded checkpoint any more
+        return None
+    index = indexes[0]
     shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
     found: Tensors = {}
     for shard in shards:
@@ -46,7 +49,7 @@ def _npz(path: Path) -> Tensors:
     return {name: (a.shape, np.ascontiguousarray(a).tobytes()) for name, a in arrays.items()}
 
 
-READERS = {"safetensors": _safetensors_file, "sharded": _sharded, "npz": _npz}
+READERS: dict[str, Any] = {"safetensors": _safetensors_file, "sharded": _sharded, "npz": _npz}
 
 
 def compare(format: str, target: Path, ours: Tensors) -> None:
