@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-import lazyparams.script  # noqa: F401 - installs the printer behind IRModule.script()
-
 if TYPE_CHECKING:
     from lazyparams.engine.convert import convert
     from lazyparams.engine.plan import plan
     from lazyparams.frontend import ops, trace
 
-# Loaded on first use, so that `import lazyparams` stays light.
+# Loaded on first use, so that `import lazyparams` stays light (the command line's start-up
+# imports nothing else); `IRModule.script()` loads the script printer itself.
 _LAZY: dict[str, tuple[str, str]] = {
     "trace": ("lazyparams.frontend", "trace"),
     "ops": ("lazyparams.frontend", "ops"),
@@ -30,7 +29,28 @@ _LAZY: dict[str, tuple[str, str]] = {
 __all__ = ["__version__", "convert", "ops", "plan", "trace"]
 
 
+_SUBPACKAGES = frozenset(
+    [
+        "analysis",
+        "cluster",
+        "engine",
+        "frontend",
+        "io",
+        "ir",
+        "op",
+        "runtime",
+        "script",
+        "targets",
+        "tir",
+        "transform",
+    ]
+)
+
+
 def __getattr__(name: str) -> Any:
+    """A lazy public name, or a subpackage (`lazyparams.script` after `import lazyparams`)."""
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"lazyparams.{name}")
     if name not in _LAZY:
         raise AttributeError(f"module 'lazyparams' has no attribute {name!r}")
     module, attribute = _LAZY[name]

@@ -1,51 +1,45 @@
 """The `lazyparams` command: `plan`, `convert`, `show` and `demo`, a thin layer over the engine.
 
 Exit codes: 0 success, 1 an error (one line naming the culprit, no traceback), 2 a usage
-error, 130 interrupted. Imports the engine (and, for `show`, the script printer).
+error, 130 interrupted. Imports the engine (and, for `show`, the script printer), each part
+only when a command needs it, so that `--help` and `--version` answer at once.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import json
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from lazyparams.errors import ConvertError, LazyParamsError
 
-import lazyparams.script  # noqa: F401 - the printer behind `show`
-from lazyparams.engine import Plan, Report, convert, format_bytes, parse_size, plan
-from lazyparams.engine.compile import STAGES, stage, trace_transform
-from lazyparams.engine.demo import DEMO_RECIPE, LlamaShape, run_demo
-from lazyparams.engine.journal import work_dir
-from lazyparams.engine.partition import partition
-from lazyparams.engine.partition_report import partition_table, parts_table
-from lazyparams.engine.plan import opened
-from lazyparams.engine.recipes import RECIPE_NAMES
-from lazyparams.engine.specs import resolve_spec, spec_with_options
-from lazyparams.errors import LazyParamsError
-from lazyparams.io import SINK_FORMATS, read_gguf_metadata
-from lazyparams.io.gguf_metadata_text import METADATA_SPELLING, parse_metadata_item
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
-_SPEC_HELP = (
-    "a Python file defining transform(params), or built-in recipes joined with '+': "
-    f"{', '.join(RECIPE_NAMES)} (e.g. fuse-qkv+cast:float16, quantize-int4:64); or, alone, "
-    "gguf[:TYPE]: a Hugging Face model folder to the GGUF file llama.cpp loads (TYPE: f32, f16, "
-    "bf16, q8_0, auto (the default: bf16 or f16 as the checkpoint), or a llama-quantize type "
-    "such as Q4_K_M)"
-)
+    from lazyparams.engine import Plan, Report
+
+
+def _spec_help() -> str:
+    from lazyparams.engine.recipes import RECIPE_NAMES
+
+    return (
+        "a Python file defining transform(params), or built-in recipes joined with '+': "
+        f"{', '.join(RECIPE_NAMES)} (e.g. fuse-qkv+cast:float16, quantize-int4:64); or, alone, "
+        "gguf[:TYPE]: a Hugging Face model folder to the GGUF file llama.cpp loads (TYPE: f32, "
+        "f16, bf16, q8_0, auto (the default: bf16 or f16 as the checkpoint), or a "
+        "llama-quantize type such as Q4_K_M)"
+    )
 
 
 # Arguments -----------------------------------------------------------------------------------
 
 
 def _size(text: str) -> int:
+    from lazyparams.engine.sizes import parse_size
+
     try:
         return parse_size(text)
     except LazyParamsError as err:
@@ -59,41 +53,63 @@ def _positive(text: str) -> int:
 
 
 def _metadata_item(text: str) -> tuple[str, Any]:
+    from lazyparams.io.gguf_metadata_text import parse_metadata_item
+
     try:
         return parse_metadata_item(text)
     except LazyParamsError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("lazyparams")
-    except importlib.metadata.PackageNotFoundError:
-        return "(not installed)"
+class _VersionAction(argparse.Action):
+    """`--version`: print the package's version (its own `__version__`, which the project's
+    metadata declares too; reading installed metadata would cost more than the parser)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from lazyparams import __version__
+
+        sys.stdout.write(f"lazyparams {__version__}\n")
+        parser.exit()
 
 
-def _parser() -> argparse.ArgumentParser:
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The command `argv` runs: its first word that is not an option (none takes a value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of `argv`: every command, but only the one it runs with its options (their
+    help texts import the engine, which `--help` and `--version` do not need)."""
     parser = argparse.ArgumentParser(
         prog="lazyparams",
         description="Transform model weights in bounded memory.",
         epilog="Sizes are written like 512MiB, 4GiB or 5GB. Start with: lazyparams demo",
     )
-    parser.add_argument("--version", action="version", version=f"lazyparams {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _plan_parser(commands)
-    _convert_parser(commands)
-    _show_parser(commands)
-    _demo_parser(commands)
+    wanted = _command_named(argv)
+    _plan_parser(commands, wanted == "plan")
+    _convert_parser(commands, wanted == "convert")
+    _show_parser(commands, wanted == "show")
+    _demo_parser(commands, wanted == "demo")
     return parser
 
 
 def _spec_and_source(command: argparse.ArgumentParser) -> None:
-    command.add_argument("spec", metavar="SPEC", help=_SPEC_HELP)
+    command.add_argument("spec", metavar="SPEC", help=_spec_help())
     command.add_argument("src", metavar="SRC", help="the checkpoint to read (file or folder)")
     command.add_argument(
         "--gguf-pre",
         metavar="NAME",
         help="gguf: the BPE pre-tokenizer's name, where the model folder's is not a known one",
+    )
+    command.add_argument(
+        "--allow-outside-links",
+        action="store_true",
+        help="let SRC's shards and files resolve (symlinks, ..) outside its folder",
     )
 
 
@@ -108,7 +124,7 @@ def _memory_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def _plan_parser(commands: Any) -> None:
+def _plan_parser(commands: Any, full: bool) -> None:
     command = commands.add_parser(
         "plan",
         help="predict a conversion's memory",
@@ -116,6 +132,8 @@ def _plan_parser(commands: Any) -> None:
         "reads, writes and holds at its peak, before reading any data; exit 1 if the budget "
         "cannot hold.",
     )
+    if not full:
+        return
     _spec_and_source(command)
     _memory_options(command)
     command.add_argument(
@@ -134,13 +152,18 @@ def _part_size_option(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _convert_parser(commands: Any) -> None:
+def _convert_parser(commands: Any, full: bool) -> None:
+
     command = commands.add_parser(
         "convert",
         help="convert a checkpoint",
         description="Convert SRC with SPEC into DST in "
         "bounded memory. DST appears only when complete.",
     )
+    if not full:
+        return
+    from lazyparams.io.detect import SINK_FORMATS
+
     _spec_and_source(command)
     command.add_argument("dst", metavar="DST", help="where to write (must not exist)")
     _memory_options(command)
@@ -166,6 +189,8 @@ def _convert_parser(commands: Any) -> None:
 
 
 def _metadata_options(command: argparse.ArgumentParser) -> None:
+    from lazyparams.io.gguf_metadata_text import METADATA_SPELLING
+
     command.add_argument(
         "--metadata",
         action="append",
@@ -183,17 +208,21 @@ def _metadata_options(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _show_parser(commands: Any) -> None:
+def _show_parser(commands: Any, full: bool) -> None:
     command = commands.add_parser(
         "show",
         help="print the compiled IR",
         description="Print the transform's IR in script syntax at one stage of compilation.",
     )
+    if not full:
+        return
+    from lazyparams.engine.compile import STAGES
+
     _spec_and_source(command)
     command.add_argument("--stage", choices=STAGES, default="lazy", help="default: lazy")
 
 
-def _demo_parser(commands: Any) -> None:
+def _demo_parser(commands: Any, full: bool) -> None:
     command = commands.add_parser(
         "demo",
         help="convert a generated llama-like checkpoint",
@@ -201,6 +230,10 @@ def _demo_parser(commands: Any) -> None:
         "llama-like checkpoint in a temporary folder, plan and convert it with a built-in "
         "recipe, and compare predicted, measured and eager memory.",
     )
+    if not full:
+        return
+    from lazyparams.engine.demo import DEMO_RECIPE, LlamaShape
+
     defaults = LlamaShape()
     command.add_argument("--layers", type=_positive, default=defaults.layers)
     command.add_argument("--hidden", type=_positive, default=defaults.hidden)
@@ -213,12 +246,21 @@ def _demo_parser(commands: Any) -> None:
 
 
 def _run_plan(args: argparse.Namespace, out: Console) -> int:
+    from lazyparams.engine.plan import plan
+    from lazyparams.engine.specs import spec_with_options
+
     if args.workers_on_cluster is not None:
         return _run_partition(args, out)
     spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
-    the_plan = plan(spec, args.src, budget=args.budget, workers=args.workers)
+    the_plan = plan(
+        spec,
+        args.src,
+        budget=args.budget,
+        workers=args.workers,
+        allow_outside_links=args.allow_outside_links,
+    )
     if args.json:
-        print(json.dumps(the_plan.summary(), indent=2))
+        _print_json(the_plan.summary())
     else:
         out.print(plan_table(the_plan))
     reason = the_plan.budget_message
@@ -229,6 +271,11 @@ def _run_plan(args: argparse.Namespace, out: Console) -> int:
 
 
 def _run_partition(args: argparse.Namespace, out: Console) -> int:
+    from lazyparams.engine.partition import partition
+    from lazyparams.engine.partition_report import partition_table, parts_table
+
+    if args.allow_outside_links:
+        raise ConvertError("--allow-outside-links: applies to one machine, not to cluster parts")
     parts = partition(
         args.spec,
         args.src,
@@ -238,7 +285,7 @@ def _run_partition(args: argparse.Namespace, out: Console) -> int:
         budget=args.budget,
     )
     if args.json:
-        print(json.dumps(parts.summary(), indent=2))
+        _print_json(parts.summary())
     else:
         out.print(partition_table(parts))
         out.print(parts_table(parts))
@@ -247,6 +294,10 @@ def _run_partition(args: argparse.Namespace, out: Console) -> int:
 
 
 def _run_convert(args: argparse.Namespace, out: Console) -> int:
+    from lazyparams.engine.convert import convert
+    from lazyparams.engine.partition_report import partition_table
+    from lazyparams.engine.specs import spec_with_options
+
     report = convert(
         spec_with_options(args.spec, gguf_pre=args.gguf_pre),
         args.src,
@@ -260,9 +311,10 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
         metadata=_metadata(args),
         cluster=args.cluster,
         part_size=args.part_size,
+        allow_outside_links=args.allow_outside_links,
     )
     if args.json:
-        print(json.dumps(report.summary(), indent=2))
+        _print_json(report.summary())
     elif args.cluster is not None:
         out.print(partition_table(report.partition))
         for worker in report.workers:
@@ -276,6 +328,8 @@ def _metadata(args: argparse.Namespace) -> dict[str, Any] | None:
     """The GGUF metadata the options ask for: --metadata-from's pairs, then --metadata's."""
     if args.metadata_from is None and not args.metadata:
         return None
+    from lazyparams.io.gguf_metadata import read_gguf_metadata
+
     pairs: dict[str, Any] = {}
     if args.metadata_from is not None:
         pairs.update(read_gguf_metadata(args.metadata_from))
@@ -284,8 +338,13 @@ def _metadata(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _run_show(args: argparse.Namespace, out: Console) -> int:
+    import lazyparams.script  # noqa: F401 - the printer behind `show`
+    from lazyparams.engine.compile import stage, trace_transform
+    from lazyparams.engine.plan import opened
+    from lazyparams.engine.specs import resolve_spec, spec_with_options
+
     spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
-    with opened(args.src) as source:
+    with opened(args.src, args.allow_outside_links) as source:
         fn = resolve_spec(spec, source, args.src).fn
         text = stage(trace_transform(fn, source), args.stage).script()
     sys.stdout.write(text)
@@ -293,6 +352,10 @@ def _run_show(args: argparse.Namespace, out: Console) -> int:
 
 
 def _run_demo(args: argparse.Namespace, out: Console) -> int:
+    import tempfile
+
+    from lazyparams.engine.demo import LlamaShape, run_demo
+
     shape = LlamaShape(args.layers, args.hidden, args.intermediate)
     out.print(
         f"Making a llama-like checkpoint ({shape.layers} layers, d={shape.hidden}, "
@@ -309,10 +372,19 @@ def _run_demo(args: argparse.Namespace, out: Console) -> int:
 _COMMANDS = {"plan": _run_plan, "convert": _run_convert, "show": _run_show, "demo": _run_demo}
 
 
+def _print_json(summary: Any) -> None:
+    import json
+
+    print(json.dumps(summary, indent=2))
+
+
 # Tables --------------------------------------------------------------------------------------
 
 
 def _table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=Text(title), show_header=False, title_justify="left")
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
@@ -322,11 +394,15 @@ def _table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
 
 
 def _peak(nbytes: int, binding: str) -> str:
+    from lazyparams.engine.sizes import format_bytes
+
     return f"{format_bytes(nbytes)} at binding {binding}"
 
 
 def plan_table(the_plan: Plan) -> Table:
     """The plan as a two-column table."""
+    from lazyparams.engine.sizes import format_bytes
+
     ratio = the_plan.eager_peak_bytes / max(the_plan.predicted_peak_bytes, 1)
     rows = [
         ("source", f"{the_plan.source} ({the_plan.source_tensors} tensors)"),
@@ -355,6 +431,8 @@ def plan_table(the_plan: Plan) -> Table:
 
 def report_table(report: Report) -> Table:
     """The report of a conversion as a two-column table."""
+    from lazyparams.engine.sizes import format_bytes
+
     rows = [
         ("destination", f"{report.destination} ({len(report.files)} files)"),
         ("read", f"{report.tensors_read} tensors, {format_bytes(report.bytes_read)}"),
@@ -369,6 +447,8 @@ def report_table(report: Report) -> Table:
 
 
 def _memory_rows(report: Report) -> list[tuple[str, str]]:
+    from lazyparams.engine.sizes import format_bytes
+
     def bytes_or_na(value: int | None) -> str:
         return "n/a" if value is None else format_bytes(value)
 
@@ -382,6 +462,8 @@ def _memory_rows(report: Report) -> list[tuple[str, str]]:
 
 def memory_table(report: Report, source_bytes: int) -> Table:
     """Predicted and measured memory next to the eager figure, for the demo."""
+    from lazyparams.engine.sizes import format_bytes
+
     rows = [("checkpoint", format_bytes(source_bytes)), *_memory_rows(report)]
     rows.append(("time", f"{report.wall_seconds:.2f} s"))
     return _table("Memory: eager vs lazy", rows)
@@ -391,12 +473,17 @@ def memory_table(report: Report, source_bytes: int) -> Table:
 
 
 def _error(message: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
     # soft wrap: an error stays one line, however narrow the terminal
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     console.print(Text.assemble(("error: ", "bold red"), message))
 
 
 def _partial_hint(args: argparse.Namespace) -> None:
+    from lazyparams.engine.journal import work_dir
+
     dst = getattr(args, "dst", None)
     if dst is not None and work_dir(Path(dst)).exists():
         _error(
@@ -408,9 +495,12 @@ def _partial_hint(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv` (default: sys.argv[1:]) and return the exit code."""
     try:
-        args = _parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else list(argv)
+        args = _parser(words).parse_args(words)
     except SystemExit as exit_:
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else 2
+    from rich.console import Console
+
     try:
         return _COMMANDS[args.command](args, Console(highlight=False))
     except LazyParamsError as err:

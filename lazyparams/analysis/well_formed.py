@@ -161,6 +161,12 @@ class _FunctionChecker:
             )
 
     def infer(self, expr: Expr) -> StructInfo:
+        """The struct info of `expr`; a call of a module function returns what that declares."""
+        if isinstance(expr, Call) and isinstance(expr.op, GlobalVar) and not expr.sinfo_args:
+            name = expr.op.name_hint
+            callee = self.module[name] if self.module is not None and name in self.module else None
+            if isinstance(callee, Function):
+                return callee.ret_struct_info
         try:
             return struct_info_of(expr)
         except StructInfoError as err:

@@ -13,19 +13,21 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.analysis.memory import MemoryProfile, estimate_peak_memory
 from lazyparams.engine.compile import FUNC, function_of, names_of
-from lazyparams.engine.destination import Destination
-from lazyparams.engine.output import Output
-from lazyparams.engine.progress import Counter
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.io.partial import accepts_rows, load_cols, load_rows
 from lazyparams.ir import Call, ExternFunc, Function, IRModule, PrimValue, StructInfo
 from lazyparams.ir.prim import IntImm
 from lazyparams.transform.chunk_chains import Chain, find_chains
 from lazyparams.transform.chunk_rows import GET_COLS, GET_ROWS, MAX_CHUNKS, SET_ROWS, ChunkRows
+
+if TYPE_CHECKING:
+    from lazyparams.engine.destination import Destination
+    from lazyparams.engine.output import Output
+    from lazyparams.engine.progress import Counter
 
 
 def fit_budget(lazy: IRModule, inputs: Sequence[StructInfo], budget: int) -> IRModule:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from lazyparams.analysis.liveness import used_vars
+from lazyparams.engine.model_spec import ModelSpec
 from lazyparams.errors import ConvertError
 from lazyparams.frontend import trace
 from lazyparams.io import CheckpointSource, TensorInfo
@@ -38,8 +39,11 @@ FUNC = "transform_params"
 STAGES = ("traced", "scheduled", "lazy")
 
 
-def trace_transform(fn: Callable[..., Any], source: CheckpointSource) -> IRModule:
-    """The eager module of `fn` over the tensors `source` lists (header only, no data)."""
+def trace_transform(fn: Callable[..., Any] | ModelSpec, source: CheckpointSource) -> IRModule:
+    """The eager module of `fn` over the tensors `source` lists (header only, no data); a model
+    module's is its lifted transform."""
+    if isinstance(fn, ModelSpec):
+        return fn.traced(source, FUNC)
     return trace(fn, source, name=FUNC)
 
 

@@ -104,6 +104,7 @@ def convert(
     workers: int = ...,
     metadata: Mapping[str, Any] | None = ...,
     cluster: None = ...,
+    allow_outside_links: bool = ...,
 ) -> Report: ...
 
 
@@ -122,6 +123,7 @@ def convert(
     metadata: Mapping[str, Any] | None = ...,
     cluster: object,
     part_size: int | str | None = ...,
+    allow_outside_links: bool = ...,
 ) -> Any: ...
 
 
@@ -139,6 +141,7 @@ def convert(
     metadata: Mapping[str, Any] | None = None,
     cluster: object = None,
     part_size: int | str | None = None,
+    allow_outside_links: bool = False,
 ) -> Any:
     """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
 
@@ -155,8 +158,14 @@ def convert(
     stderr. `cluster` (a `distributed.Client`, a scheduler address or `local:N`) runs the
     plan's parts of `part_size` bytes as Dask tasks, each worker within `budget`, and returns
     the cluster's report (`lazyparams.cluster.ClusterReport`, with the same peaks and summary).
+    `allow_outside_links` is as for `plan` (one machine only: cluster workers open SRC alone).
     """
     if cluster is not None or part_size is not None:  # a ClusterReport
+        if allow_outside_links:
+            raise ConvertError(
+                "allow_outside_links: applies to a conversion on one machine; cluster workers "
+                "open SRC themselves and keep its files inside its folder"
+            )
         return _on_cluster(
             transform,
             src,
@@ -175,7 +184,7 @@ def convert(
     limit = size_or_none(budget, "budget")
     shard = size_or_none(shard_size, "shard_size")
     check_workers(workers)
-    with opened(src) as source:
+    with opened(src, allow_outside_links) as source:
         prepared = prepare(transform, source, src, dst, format, shard, resume, metadata)
         resolved, traced, target = prepared.resolved, prepared.traced, prepared.target
         job = prepared.job

@@ -26,6 +26,8 @@ from lazyparams.ir import (
     IRModule,
     Op,
     SeqExpr,
+    StructInfo,
+    TensorStructInfo,
     Tuple,
     TupleGetItem,
     TupleStructInfo,
@@ -80,17 +82,17 @@ def find_units(traced: IRModule, inputs: Sequence[TensorInfo], join_limit: int) 
     result = bindings[-1].value
     assert isinstance(result, Tuple)
     reads = {b.var: _read_index(b.value, params) for b in bindings if _is_read(b.value, params)}
+    uses = {b.var: used_vars(b.value) for b in bindings[:-1] if b.var not in reads}
     steps = _Joiner()
-    for binding in bindings[:-1]:
-        if binding.var not in reads:
-            steps.find(binding.var)
-            for used in used_vars(binding.value):
-                if used not in reads and used is not params:
-                    steps.join(binding.var, used)
+    for var, used_by in uses.items():
+        steps.find(var)
+        for used in used_by:
+            if used not in reads and used is not params:
+                steps.join(var, used)
     keys = [
         _output_key(field, reads, steps, position) for position, field in enumerate(result.fields)
     ]
-    needs = _inputs_of_steps(bindings[:-1], reads, steps)
+    needs = _inputs_of_steps(uses, reads, steps)
     out_bytes = _bytes_by_key(keys, traced)
     units = _join_shared(keys, needs, inputs, out_bytes, join_limit)
     return _described_units(traced, keys, units, needs, reads, steps)
@@ -115,15 +117,14 @@ def _output_key(field: Any, reads: dict[Var, int], steps: _Joiner, position: int
 
 
 def _inputs_of_steps(
-    bindings: Sequence[Any], reads: dict[Var, int], steps: _Joiner
+    uses: dict[Var, list[Var]], reads: dict[Var, int], steps: _Joiner
 ) -> dict[Hashable, list[int]]:
-    """The inputs each group of steps reads, in order of first use."""
+    """The inputs each group of steps reads (`uses`: the vars each step reads), in order of
+    first use."""
     needs: dict[Hashable, dict[int, None]] = {}
-    for binding in bindings:
-        if binding.var in reads:
-            continue
-        group = needs.setdefault(steps.find(binding.var), {})
-        for used in used_vars(binding.value):
+    for var, used_by in uses.items():
+        group = needs.setdefault(steps.find(var), {})
+        for used in used_by:
             if used in reads:
                 group[reads[used]] = None
     found = {key: list(group) for key, group in needs.items()}
@@ -235,16 +236,29 @@ def _signature(
     read_vars: Sequence[Var],
     reads: dict[Var, int],
 ) -> Hashable:
-    """A description of a unit's computation in which tensors are numbered, not named."""
-    rank = {index: order for order, index in enumerate(sorted(inputs))}
-    local = {var: -1 - inputs.index(reads[var]) for var in read_vars}
+    """A description of a unit's computation in which tensors are numbered, not named.
+
+    Inputs are numbered in order of first use, as `unit_module` passes them; where they sit in
+    the checkpoint is left out, so the layers of a model share one signature even where a
+    shard boundary splits one layer's inputs and not another's."""
+    position = {index: order for order, index in enumerate(inputs)}
+    local = {var: -1 - position[reads[var]] for var in read_vars}
     steps = []
     for binding in bindings:
-        steps.append((str(struct_info_of(binding.var)), _describe(binding.value, local)))
+        steps.append((_sinfo_key(struct_info_of(binding.var)), _describe(binding.value, local)))
         local[binding.var] = len(local)
-    read_infos = tuple(sorted((local[v], str(struct_info_of(v))) for v in local if local[v] < 0))
-    order = tuple(rank[i] for i in inputs)
-    return (tuple(steps), read_infos, order, tuple(_describe(f, local) for f in fields))
+    read_infos = tuple(
+        sorted((local[v], _sinfo_key(struct_info_of(v))) for v in local if local[v] < 0)
+    )
+    return (tuple(steps), read_infos, tuple(_describe(f, local) for f in fields))
+
+
+def _sinfo_key(sinfo: StructInfo) -> Hashable:
+    """Struct info as plain data: a static tensor as its dtype and shape (cheap to build and
+    to hash, as signatures are hashed at each lookup), anything else as its printed form."""
+    if isinstance(sinfo, TensorStructInfo) and sinfo.static_shape is not None:
+        return (sinfo.dtype, sinfo.static_shape)
+    return str(sinfo)
 
 
 def _describe(expr: Any, local: dict[Var, int]) -> Hashable:

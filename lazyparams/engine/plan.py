@@ -33,13 +33,13 @@ from lazyparams.engine.compile import (
 )
 from lazyparams.engine.sizes import size_or_none
 from lazyparams.engine.specs import resolve_spec
-from lazyparams.errors import BudgetError, ConvertError
+from lazyparams.errors import BudgetError, CheckpointError, ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo, open_source
+from lazyparams.io.partial import read_buffer_bytes
 from lazyparams.ir import Function, IRModule, StructInfo
-from lazyparams.runtime.parallel import default_budget, parallel_model_of
 from lazyparams.transform.chunk_rows import GET_COLS, GET_ROWS, SET_ROWS
 
-Spec = str | os.PathLike[str] | Callable[..., Any]
+Spec = str | os.PathLike[str] | Callable[..., Any] | IRModule
 Source = str | os.PathLike[str] | CheckpointSource
 ENGINE_IO = (*REORDERABLE, GET_ROWS, GET_COLS, SET_ROWS)
 """The externs through which the lazy function reads and writes tensors (or blocks of rows):
@@ -69,6 +69,9 @@ class Plan:
     """The facts a parallel run plans with (`workers` > 1 only)."""
     target: tuple[tuple[str, str], ...] = ()
     """What a target SPEC (such as `gguf`) says of the output: architecture, types."""
+    read_buffer_bytes: int = 0
+    """What the source's loads hold beside the tensors they return (a compressed source's
+    inflating buffers), once per worker; counted in the peak and taken off the budget."""
 
     @property
     def function(self) -> Function:
@@ -83,8 +86,11 @@ class Plan:
         if self.parallel is None:
             return None
         if self.budget is None:
+            from lazyparams.runtime.parallel import default_budget
+
             return default_budget(self.parallel, self.workers)
-        return self.budget if self.parallel.peak_bytes <= self.budget else None
+        room = self.budget - self.read_buffer_bytes
+        return room if self.parallel.peak_bytes <= room else None
 
     @property
     def in_flight_bytes(self) -> int:
@@ -94,8 +100,9 @@ class Plan:
 
     @property
     def predicted_peak_bytes(self) -> int:
-        """The peak this plan holds at once, in bytes (see the class docstring)."""
-        return self.profile.peak_bytes + self.in_flight_bytes
+        """The peak this plan holds at once, in bytes (see the class docstring), with the
+        source's read buffers."""
+        return self.profile.peak_bytes + self.in_flight_bytes + self.read_buffer_bytes
 
     @property
     def peak_binding(self) -> str:
@@ -139,7 +146,12 @@ class Plan:
         if self.budget is None:
             return
         weights = weight_struct_info(function_of(self.traced))
-        check_budget(self.function, self.budget, inputs=weights)
+        if self.read_buffer_bytes > self.budget:
+            raise BudgetError(
+                f"the source's read buffers alone need {self.read_buffer_bytes} bytes, over the "
+                f"budget of {self.budget}"
+            )
+        check_budget(self.function, self.budget - self.read_buffer_bytes, inputs=weights)
 
     def summary(self) -> dict[str, Any]:
         """The plan's numbers as plain data (for JSON reports)."""
@@ -163,7 +175,12 @@ class Plan:
 
 
 def plan(
-    transform: Spec, src: Source, *, budget: int | str | None = None, workers: int = 1
+    transform: Spec,
+    src: Source,
+    *,
+    budget: int | str | None = None,
+    workers: int = 1,
+    allow_outside_links: bool = False,
 ) -> Plan:
     """Trace `transform` against the header of `src`, lower it, and predict its memory.
 
@@ -171,9 +188,11 @@ def plan(
     (`fuse-qkv+cast:float16`) or the path of a `.py` file defining `transform`; `src` is a
     checkpoint path or an open source. `budget` (bytes, or a size such as `4GiB`) is recorded;
     `plan.fits` and `plan.budget_message` say whether it holds. No tensor data is read.
+    `allow_outside_links` lets a folder's files and an index's shards resolve (through
+    symlinks, `..` or absolute names) outside the checkpoint folder.
     """
     limit = size_or_none(budget, "budget")
-    with opened(src) as source:
+    with opened(src, allow_outside_links) as source:
         resolved = resolve_spec(transform, source, src)
         traced = trace_transform(resolved.fn, source)
         the_plan = build_plan(traced, source, spec=resolved.name, budget=limit, workers=workers)
@@ -201,14 +220,16 @@ def build_plan(
     eager = function_of(chosen)
     names = names_of(eager, "input_names")
     weights = weight_struct_info(eager)
+    inputs = tuple(source.info(names[i]) for i in used_inputs(chosen))
+    buffers = read_buffer_bytes(source, [info.name for info in inputs]) * workers
     if budget is not None and rows:
-        lazy = fit_budget(lazy, weights, budget)
+        lazy = fit_budget(lazy, weights, max(budget - buffers, 0))
     return Plan(
         spec=spec,
         source=source_name(source),
         module=lazy,
         traced=chosen,
-        inputs=tuple(source.info(names[i]) for i in used_inputs(chosen)),
+        inputs=inputs,
         outputs=output_infos(chosen),
         source_tensors=len(names),
         profile=estimate_peak_memory(function_of(lazy), inputs=weights),
@@ -216,6 +237,7 @@ def build_plan(
         budget=budget,
         workers=workers,
         parallel=_parallel_model(lazy, weights, workers),
+        read_buffer_bytes=buffers,
     )
 
 
@@ -225,6 +247,8 @@ def _parallel_model(
     """What `workers` > 1 plan with (None for one worker)."""
     if workers == 1:
         return None
+    from lazyparams.runtime.parallel import parallel_model_of  # the runtime, for workers only
+
     return parallel_model_of(lazy, FUNC, inputs=weights, reorderable=ENGINE_IO)
 
 
@@ -240,15 +264,27 @@ def source_name(source: CheckpointSource) -> str:
 
 
 @contextlib.contextmanager
-def opened(src: Source) -> Iterator[CheckpointSource]:
-    """`src` as a source: opened (and closed after) when it is a path, else as given."""
+def opened(src: Source, allow_outside_links: bool = False) -> Iterator[CheckpointSource]:
+    """`src` as a source: opened (and closed after) when it is a path, else as given.
+
+    `allow_outside_links` is passed to `open_source`: files may resolve outside the folder."""
     if all(callable(getattr(src, m, None)) for m in ("names", "info", "load")):
-        yield src  # type: ignore[misc]
+        yield _holding_tensors(src)  # type: ignore[arg-type]
         return
     if not isinstance(src, str | os.PathLike):
         raise ConvertError(f"expected a checkpoint path or source, got {type(src).__name__}")
-    with open_source(src) as source:
-        yield source
+    with open_source(src, allow_outside_links) as source:
+        yield _holding_tensors(source)
+
+
+def _holding_tensors(source: CheckpointSource) -> CheckpointSource:
+    """`source`, refused when it holds no tensor: an empty checkpoint is the checkpoint's fault,
+    not that of the SPEC that then returns nothing."""
+    if not source.names():
+        raise CheckpointError(
+            f"{source_name(source)}: the checkpoint holds no tensors; expected at least one"
+        )
+    return source
 
 
 __all__ = ["Plan", "build_plan", "opened", "plan"]

@@ -12,6 +12,7 @@ import difflib
 import importlib.util
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 from lazyparams.errors import ConvertError
 from lazyparams.frontend import ops
 from lazyparams.frontend.tensor import Tensor
+from lazyparams.ir import IRModule
 from lazyparams.ir.dtype import is_block
 
 Recipe = Callable[[Mapping[str, Tensor]], dict[str, Any]]
@@ -286,17 +288,25 @@ def spec_name(spec: str | os.PathLike[str] | Callable[..., Any]) -> str:
 
 
 def _load_file(path: Path) -> Callable[..., Any]:
-    return load_spec_file(path)[0]
+    transform: Callable[..., Any] | IRModule = load_spec_file(path)[0]
+    if isinstance(transform, IRModule):
+        raise ConvertError(
+            f"{path}: defines a model module as `transform`; pass the file itself as SPEC to "
+            "convert or plan (load_spec returns functions only)"
+        )
+    return transform
 
 
-def load_spec_file(path: Path) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
-    """A spec file's `transform` and, when it defines one, its `metadata(config)`."""
+def load_spec_file(path: Path) -> tuple[Any, Callable[..., Any] | None]:
+    """A spec file's `transform` (a function, or a model IRModule) and, when it defines one,
+    its `metadata(config)`."""
     if not path.is_file():
         raise ConvertError(f"{path}: spec file not found; expected a .py file or a recipe name")
     module_spec = importlib.util.spec_from_file_location(f"lazyparams_spec_{path.stem}", path)
     if module_spec is None or module_spec.loader is None:
         raise ConvertError(f"{path}: cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # so that script decorators can read its source
     try:
         module_spec.loader.exec_module(module)
     except SyntaxError as err:
@@ -306,7 +316,10 @@ def load_spec_file(path: Path) -> tuple[Callable[..., Any], Callable[..., Any] |
             f"{path}: loading the spec failed: {type(err).__name__}: {err}"
         ) from None
     transform = getattr(module, "transform", None)
-    if not callable(transform):
-        raise ConvertError(f"{path}: expected a function `transform(params)`, found none")
+    if not callable(transform) and not isinstance(transform, IRModule):
+        raise ConvertError(
+            f"{path}: expected a function `transform(params)`, found none (a model module is "
+            "given as `transform = Module`, an IRModule whose model function has num_input)"
+        )
     metadata = getattr(module, "metadata", None)
     return transform, metadata if callable(metadata) else None

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from lazyparams.engine.model_spec import ModelSpec
 from lazyparams.engine.recipes import load_spec, load_spec_file, spec_name
 from lazyparams.errors import ConvertError
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.io.model_config import ModelFolder
+from lazyparams.ir import IRModule
 
 GGUF_RECIPE = "gguf"
 
@@ -56,7 +58,7 @@ class ResolvedSpec:
 
     name: str
     folder: ModelFolder
-    fn: Callable[[Mapping[str, Tensor]], Any]
+    fn: Callable[[Mapping[str, Tensor]], Any] | ModelSpec
     metadata_fn: Callable[[Sequence[TensorInfo]], dict[str, Any]] | None = None
     describe_fn: Callable[[Sequence[TensorInfo]], list[tuple[str, str]]] | None = None
     output_format: str | None = None
@@ -93,9 +95,13 @@ def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
     target = _target(spec)
     if target is not None:
         return _bind_target(target, folder, source)
+    if isinstance(spec, IRModule):
+        return ResolvedSpec("model module", folder, ModelSpec(spec))
     metadata = None
-    if isinstance(spec, str | os.PathLike) and os.fspath(spec).endswith(".py"):
+    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and spec.endswith(".py")):
         fn, metadata = load_spec_file(Path(spec))
+        if isinstance(fn, IRModule):
+            return ResolvedSpec(spec_name(spec), folder, ModelSpec(fn, os.fspath(spec)))
     else:
         fn = load_spec(spec)
     return ResolvedSpec(

@@ -6,6 +6,7 @@ into a TraceError located at the user's line. Imports `ir`, `tir` and `op`.
 
 from __future__ import annotations
 
+import functools
 import keyword
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,8 +21,8 @@ from lazyparams.ir.block_builder import BlockBuilder, NameTable
 from lazyparams.ir.describe import describe
 from lazyparams.ir.expr import Call, Expr, GlobalVar, TupleGetItem, Var, VarBinding
 from lazyparams.ir.infer import is_pure_call, struct_info_of
-from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo, tensor
-from lazyparams.op import make_call
+from lazyparams.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, tensor
+from lazyparams.op import typed_call
 from lazyparams.tir.nodes import PrimFunc
 
 
@@ -38,6 +39,7 @@ class InputSpec:
         return tensor(self.shape, self.dtype)
 
 
+@functools.lru_cache(maxsize=4096)  # an op's name is asked for at each of its calls
 def identifier(name: str, fallback: str = "w") -> str:
     """A Python identifier derived from a checkpoint or function name, for readable var names."""
     text = re.sub(r"\W+", "_", name).strip("_")
@@ -79,8 +81,8 @@ class Tracer:
         self.func_name = func_name
         self.bb = BlockBuilder()
         self.bb.names.reserve("params")
-        fields = tuple(spec.struct_info for spec in self.specs)
-        self.params_var = Var("params", TupleStructInfo(fields))
+        self.input_sinfos = tuple(spec.struct_info for spec in self.specs)
+        self.params_var = Var("params", TupleStructInfo(self.input_sinfos))
         self.input_bindings: dict[int, VarBinding] = {}
         self.kernel_vars: dict[int, GlobalVar] = {}
         self.prim_funcs: dict[GlobalVar, PrimFunc] = {}
@@ -117,23 +119,25 @@ class Tracer:
         binding = self.input_bindings.get(index)
         if binding is None:
             spec = self.specs[index]
-            var = Var(self.bb.names.fresh(identifier(spec.name)), spec.struct_info)
+            var = Var(self.bb.names.fresh(identifier(spec.name)), self.input_sinfos[index])
             binding = VarBinding(var, TupleGetItem(self.params_var, index))
             self.input_bindings[index] = binding
         return binding.var
 
     # Emission -------------------------------------------------------------------------------
 
-    def emit(self, value: Expr, hint: str, what: str) -> Var:
-        """Bind `value`; an operator rejecting its operands becomes a located TraceError."""
-        var = checked(what, lambda: self.bb.emit(value, identifier(hint, "v")))
+    def emit(self, value: Expr, hint: str, what: str, sinfo: StructInfo | None = None) -> Var:
+        """Bind `value` (of struct info `sinfo` when known); an operator rejecting its operands
+        becomes a located TraceError."""
+        var = checked(what, lambda: self.bb.emit(value, identifier(hint, "v"), sinfo))
         if isinstance(value, Call) and not is_pure_call(value):
             self.is_pure = False
         return var
 
     def emit_op(self, op: str, args: Sequence[Expr], attrs: Mapping[str, Any], what: str) -> Var:
         """Bind a call of the registered operator `op` (attrs normalised by the op layer)."""
-        return self.emit(checked(what, lambda: make_call(op, args, attrs)), op, what)
+        call, sinfo = checked(what, lambda: typed_call(op, args, attrs))
+        return self.emit(call, op, what, sinfo)
 
     def emit_fields(self, tuple_var: Var, what: str) -> tuple[Var, ...]:
         """Bind each field of a tuple-valued var, so every result is a tensor var of its own."""

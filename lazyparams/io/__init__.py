@@ -2,30 +2,64 @@
 
 safetensors (single or sharded), .npz, folders of .npy, GGUF (single or split, with metadata)
 and zip-format torch files; every error is a CheckpointError naming the file. Imports numpy,
-ml_dtypes, gguf and lazyparams.errors.
+ml_dtypes, gguf and lazyparams.errors, each format's module on first use of its names, so that
+a command loads only the formats it reads and writes.
 """
 
-from lazyparams.io.base import (
-    CheckpointSink,
-    CheckpointSource,
-    SinkBase,
-    SourceBase,
-    TensorInfo,
-    check_declared,
-)
-from lazyparams.io.detect import SINK_FORMATS, open_sink, open_source
-from lazyparams.io.dtypes import DTYPE_NAMES, dtype_name, numpy_dtype
-from lazyparams.io.gguf_format import GGUFSink, GGUFSource
-from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata, read_gguf_metadata
-from lazyparams.io.gguf_split import GGUFPart, plan_gguf_parts
-from lazyparams.io.gguf_split_source import GGUFSplitSource
-from lazyparams.io.memory import DictSink, DictSource
-from lazyparams.io.numpy_sink import NpyFolderSink, NpzSink
-from lazyparams.io.numpy_source import NpyFolderSource, NpzSource
-from lazyparams.io.safetensors_sink import SafetensorsSink, plan_shards
-from lazyparams.io.safetensors_source import SafetensorsSource
-from lazyparams.io.sharded_source import ShardedSource
-from lazyparams.io.torch_source import TorchSource
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lazyparams.io.base import (
+        CheckpointSink,
+        CheckpointSource,
+        SinkBase,
+        SourceBase,
+        TensorInfo,
+        check_declared,
+    )
+    from lazyparams.io.detect import SINK_FORMATS, open_sink, open_source
+    from lazyparams.io.dtypes import DTYPE_NAMES, dtype_name, numpy_dtype
+    from lazyparams.io.gguf_format import GGUFSink, GGUFSource
+    from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata, read_gguf_metadata
+    from lazyparams.io.gguf_split import GGUFPart, plan_gguf_parts
+    from lazyparams.io.gguf_split_source import GGUFSplitSource
+    from lazyparams.io.memory import DictSink, DictSource
+    from lazyparams.io.numpy_sink import NpyFolderSink, NpzSink
+    from lazyparams.io.numpy_source import NpyFolderSource, NpzSource
+    from lazyparams.io.safetensors_sink import SafetensorsSink, plan_shards
+    from lazyparams.io.safetensors_source import SafetensorsSource
+    from lazyparams.io.sharded_source import ShardedSource
+    from lazyparams.io.torch_source import TorchSource
+
+_MODULE_OF: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "CheckpointSink",
+            "CheckpointSource",
+            "SinkBase",
+            "SourceBase",
+            "TensorInfo",
+            "check_declared",
+        ),
+        "base",
+    ),
+    **dict.fromkeys(("SINK_FORMATS", "open_sink", "open_source"), "detect"),
+    **dict.fromkeys(("DTYPE_NAMES", "dtype_name", "numpy_dtype"), "dtypes"),
+    **dict.fromkeys(("GGUFSink", "GGUFSource"), "gguf_format"),
+    **dict.fromkeys(("GGUFMetadata", "check_gguf_metadata", "read_gguf_metadata"), "gguf_metadata"),
+    **dict.fromkeys(("GGUFPart", "plan_gguf_parts"), "gguf_split"),
+    "GGUFSplitSource": "gguf_split_source",
+    **dict.fromkeys(("DictSink", "DictSource"), "memory"),
+    **dict.fromkeys(("NpyFolderSink", "NpzSink"), "numpy_sink"),
+    **dict.fromkeys(("NpyFolderSource", "NpzSource"), "numpy_source"),
+    **dict.fromkeys(("SafetensorsSink", "plan_shards"), "safetensors_sink"),
+    "SafetensorsSource": "safetensors_source",
+    "ShardedSource": "sharded_source",
+    "TorchSource": "torch_source",
+}
 
 __all__ = [
     "DTYPE_NAMES",
@@ -60,3 +94,16 @@ __all__ = [
     "plan_shards",
     "read_gguf_metadata",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use."""
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'lazyparams.io' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"lazyparams.io.{_MODULE_OF[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})

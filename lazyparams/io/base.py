@@ -179,7 +179,9 @@ class SourceBase(ABC):
         first, end = check_rows(info, start, stop, self.path)
         shape = (end - first, *storage_shape(info.dtype, info.shape)[1:])
         at = offset + rows_offset(info, first)
-        return map_array(fd, at, numpy_dtype(info.dtype), shape, path=self.path)
+        return map_array(
+            fd, at, numpy_dtype(info.dtype), shape, path=f"{self.path}: tensor {name!r}"
+        )
 
     def _fileno(self, file: IO[bytes]) -> int:
         """The descriptor of `file`, or CheckpointError once the source is closed."""

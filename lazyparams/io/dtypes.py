@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import ml_dtypes
 import numpy as np
 
 from lazyparams.block_types import BLOCK_TYPES
@@ -18,31 +17,32 @@ from lazyparams.errors import CheckpointError
 
 # The IR's dtype names first; the unsigned widths after them exist only so that files holding
 # such tensors can still be listed and copied.
-_DTYPES: dict[str, np.dtype[np.generic]] = {
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-    "float64": np.dtype(np.float64),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "int4": np.dtype(ml_dtypes.int4),
-    "int8": np.dtype(np.int8),
-    "int16": np.dtype(np.int16),
-    "int32": np.dtype(np.int32),
-    "int64": np.dtype(np.int64),
-    "uint8": np.dtype(np.uint8),
-    "bool": np.dtype(np.bool_),
-    "uint16": np.dtype(np.uint16),
-    "uint32": np.dtype(np.uint32),
-    "uint64": np.dtype(np.uint64),
-}
-_NAMES: dict[np.dtype[np.generic], str] = {dtype: name for name, dtype in _DTYPES.items()}
+DTYPE_NAMES: tuple[str, ...] = (
+    *("float32", "float16", "float64", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int4"),
+    *("int8", "int16", "int32", "int64", "uint8", "bool", "uint16", "uint32", "uint64"),
+)
+"""The element dtypes (a numpy dtype each); the block types are `BLOCK_TYPES`' keys."""
 
 # dtypes that numpy's own .npy header cannot spell; they are stored as unsigned bits of equal width
 EXTENSION_DTYPES = frozenset({"bfloat16", "float8_e4m3fn", "float8_e5m2", "int4"})
+# ml_dtypes supplies them, imported on first need only: its import costs more than the rest of
+# the start-up, and listing and planning a checkpoint need no more than their widths
+_EXTENSION_ITEMSIZE = {"bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1, "int4": 1}
 
-DTYPE_NAMES: tuple[str, ...] = tuple(_DTYPES)
-"""The element dtypes (a numpy dtype each); the block types are `BLOCK_TYPES`' keys."""
+_DTYPES: dict[str, np.dtype[np.generic]] = {
+    name: np.dtype(name) for name in DTYPE_NAMES if name not in EXTENSION_DTYPES
+}
+_NAMES: dict[np.dtype[np.generic], str] = {dtype: name for name, dtype in _DTYPES.items()}
+
+
+def _load_extension_dtypes() -> None:
+    """Add ml_dtypes' types to the tables (importing ml_dtypes, once)."""
+    if "bfloat16" not in _DTYPES:
+        import ml_dtypes
+
+        for name in sorted(EXTENSION_DTYPES):
+            _DTYPES[name] = np.dtype(getattr(ml_dtypes, name))
+            _NAMES[_DTYPES[name]] = name
 
 
 def numpy_dtype(name: str) -> np.dtype[np.generic]:
@@ -50,6 +50,8 @@ def numpy_dtype(name: str) -> np.dtype[np.generic]:
     the name is unknown."""
     if name in BLOCK_TYPES:
         return _DTYPES["uint8"]
+    if name in EXTENSION_DTYPES:
+        _load_extension_dtypes()
     try:
         return _DTYPES[name]
     except KeyError:
@@ -85,18 +87,25 @@ def storage_shape(name: str, shape: Sequence[int]) -> tuple[int, ...]:
 
 def tensor_nbytes(name: str, shape: Sequence[int]) -> int:
     """Bytes of a tensor of dtype `name` and logical `shape` (exact for block types)."""
-    return math.prod(storage_shape(name, shape)) * numpy_dtype(name).itemsize
+    return math.prod(storage_shape(name, shape)) * _storage_itemsize(name)
 
 
 def dtype_name(dtype: np.dtype[np.generic]) -> str | None:
     """The IR dtype name of a numpy dtype (any byte order), or None when it has none."""
     native = dtype.newbyteorder("=") if dtype.byteorder not in "=|" else dtype
+    if native not in _NAMES:
+        _load_extension_dtypes()
     return _NAMES.get(native)
 
 
 def bits_dtype(name: str) -> np.dtype[np.generic]:
     """The unsigned integer dtype of the same width, used to store raw bits of `name`."""
-    return np.dtype(f"u{numpy_dtype(name).itemsize}")
+    return np.dtype(f"u{_storage_itemsize(name)}")
+
+
+def _storage_itemsize(name: str) -> int:
+    """Bytes per element of the array holding `name` (1 for a block type's uint8 rows)."""
+    return 1 if name in BLOCK_TYPES else itemsize(name)
 
 
 def itemsize(name: str) -> int:
@@ -104,4 +113,4 @@ def itemsize(name: str) -> int:
     elements share bytes, so its tensors are sized by `tensor_nbytes`)."""
     if name in BLOCK_TYPES:
         raise CheckpointError(f"block type {name} has no per-element size; expected whole rows")
-    return numpy_dtype(name).itemsize
+    return _EXTENSION_ITEMSIZE.get(name) or numpy_dtype(name).itemsize

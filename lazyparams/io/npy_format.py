@@ -1,18 +1,20 @@
-"""The .npy pieces shared by the npz and npy-folder formats: headers, dtype tags, zip offsets.
+"""The .npy pieces shared by the npz and npy-folder formats: bounded headers, dtype tags.
 
 numpy's .npy header cannot spell ml_dtypes types (bfloat16, float8, int4), so such tensors are
 stored as unsigned bits of the same width and tagged with their real dtype: in a zip member's
-comment for .npz, in a `dtypes.json` beside the files for a folder. Imports numpy only.
+comment for .npz, in a `dtypes.json` beside the files for a folder. Imports numpy and the io
+layer's dtype and bound helpers.
 """
 
 from __future__ import annotations
 
 import io
-import os
+import math
 import struct
-import zipfile
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import numpy.lib.format as npy
@@ -20,11 +22,16 @@ import numpy.lib.format as npy
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, TensorInfo
 from lazyparams.io.dtypes import EXTENSION_DTYPES, bits_dtype, dtype_name, numpy_dtype
+from lazyparams.io.limits import check_shape
 
 DTYPES_FILE = "dtypes.json"
 COMMENT_PREFIX = b"lazyparams:dtype="
-_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... name length, extra length
-_LOCAL_SIGNATURE = b"PK\x03\x04"
+
+
+MAX_HEADER_BYTES = 10000
+"""The longest .npy header read (numpy's own reader refuses longer ones by default too)."""
+_MAGIC = b"\x93NUMPY"
+_LENGTH_FIELDS = {(1, 0): struct.Struct("<H"), (2, 0): struct.Struct("<I")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,22 +43,62 @@ class NpyHeader:
     stored: np.dtype[Any]
     length: int
 
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of array data the header declares after itself."""
+        return math.prod(self.shape) * self.stored.itemsize
 
-def read_npy_header(fp: IO[bytes], where: str) -> NpyHeader:
-    """Parse the header at the start of `fp`, refusing pickled (object) arrays."""
-    try:
-        version = npy.read_magic(fp)
-        if version == (1, 0):
-            shape, fortran, stored = npy.read_array_header_1_0(fp)
-        elif version == (2, 0):
-            shape, fortran, stored = npy.read_array_header_2_0(fp)
-        else:
-            raise ValueError(f"unsupported .npy version {version}")
-    except (ValueError, OSError, SyntaxError) as err:
-        raise CheckpointError(f"{where}: not a readable .npy array: {err}") from None
+
+def read_npy_header(prefix: Callable[[int], bytes], where: str) -> NpyHeader:
+    """Parse the .npy header whose first bytes `prefix(count)` returns (fewer at the end of
+    the data), reading no more than `MAX_HEADER_BYTES` past the length field and refusing
+    pickled (object) arrays."""
+    head = prefix(12)
+    version = (head[6], head[7]) if len(head) >= 8 and head.startswith(_MAGIC) else None
+    if version is None:
+        raise CheckpointError(f"{where}: not a .npy array (no .npy magic bytes)")
+    field = _LENGTH_FIELDS.get(version)
+    if field is None:
+        raise CheckpointError(
+            f"{where}: .npy version {version[0]}.{version[1]}; expected 1.0 or 2.0"
+        )
+    if len(head) < 8 + field.size:
+        raise CheckpointError(f"{where}: the .npy header is truncated")
+    (length,) = field.unpack_from(head, 8)
+    if length > MAX_HEADER_BYTES:
+        raise CheckpointError(
+            f"{where}: .npy header of {length} bytes; expected at most {MAX_HEADER_BYTES}"
+        )
+    whole = prefix(8 + field.size + length)
+    if len(whole) != 8 + field.size + length:
+        raise CheckpointError(f"{where}: the .npy header is truncated")
+    shape, fortran, stored = _parse_header(whole, version, where)
     if stored.hasobject:
         raise CheckpointError(f"{where}: object arrays need pickle, which is never allowed")
-    return NpyHeader(tuple(shape), bool(fortran), stored, fp.tell())
+    return NpyHeader(check_shape(shape, where), fortran, stored, len(whole))
+
+
+def _parse_header(whole: bytes, version: tuple[int, int], where: str) -> tuple[Any, bool, Any]:
+    """numpy's parse of a header already read and bounded."""
+    fp = io.BytesIO(whole[8:])
+    read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy warns of headers written by Python 2
+            return read(fp, max_header_size=MAX_HEADER_BYTES)
+    except Exception as err:  # numpy's parse of hostile text fails in many ways (tokenize too)
+        reason = str(err).split("\n", 1)[0][:200]
+        raise CheckpointError(f"{where}: not a readable .npy header: {reason}") from None
+
+
+def check_data_size(header: NpyHeader, available: int, where: str) -> None:
+    """Refuse data that is not exactly what the header declares (shorter is a truncated
+    array; longer would hide bytes no tensor covers)."""
+    if available != header.data_bytes:
+        raise CheckpointError(
+            f"{where}: {available} bytes of data after the .npy header; expected "
+            f"{header.data_bytes} for shape {list(header.shape)} of {header.stored}"
+        )
 
 
 def tensor_info(name: str, header: NpyHeader, tag: str | None, where: str) -> TensorInfo:
@@ -104,16 +151,3 @@ def fortran_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(step)
         step *= dim
     return tuple(strides)
-
-
-def member_data_offset(fd: int, member: zipfile.ZipInfo, where: str) -> int | None:
-    """Absolute file offset of an uncompressed member's bytes; None if it is compressed."""
-    if member.compress_type != zipfile.ZIP_STORED or member.flag_bits & 0x1:
-        return None
-    raw = os.pread(fd, _LOCAL_HEADER.size, member.header_offset)
-    if len(raw) != _LOCAL_HEADER.size:
-        raise CheckpointError(f"{where}: zip local header is truncated")
-    signature, name_length, extra_length = _LOCAL_HEADER.unpack(raw)
-    if signature != _LOCAL_SIGNATURE:
-        raise CheckpointError(f"{where}: zip local header is corrupt")
-    return int(member.header_offset + _LOCAL_HEADER.size + name_length + extra_length)

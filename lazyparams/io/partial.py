@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +114,15 @@ def load_cols(source: Any, name: str, start: int, stop: int) -> Array:
     info = source.info(name)
     first, end = check_cols(info, start, stop, _where(source))
     return gather_cols(info, first, end, lambda r0, r1: load_rows(source, name, r0, r1))
+
+
+def read_buffer_bytes(source: Any, names: Iterable[str]) -> int:
+    """The most bytes one load of any of `names` holds beside the tensor it returns (the
+    inflating buffers of a compressed source); 0 for sources that map or copy directly."""
+    method = getattr(source, "read_buffer_bytes", None)
+    if not callable(method):
+        return 0
+    return max((int(method(name)) for name in names), default=0)
 
 
 def accepts_rows(sink: object) -> bool:
@@ -254,6 +263,7 @@ __all__ = [
     "gather_cols",
     "load_cols",
     "load_rows",
+    "read_buffer_bytes",
     "row_nbytes",
     "rows_offset",
 ]

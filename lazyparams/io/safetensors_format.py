@@ -1,13 +1,16 @@
 """The safetensors layout: header parsing with validation, and header building for the writer.
 
 A file is an 8-byte little-endian header length, a JSON header (per tensor: dtype, shape,
-data_offsets relative to the data area; optional `__metadata__`), then the data area. The writer
-lays tensors out exactly as the reference implementation does. Imports numpy only.
+data_offsets relative to the data area; optional `__metadata__`), then the data area. The reader
+refuses what the reference library refuses (gaps and trailing bytes included) and also duplicate
+keys, names with NUL or lone surrogates, unknown entry keys and ranks over 16; the writer lays
+tensors out exactly as the reference does. Imports numpy and io.limits only.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,6 +18,8 @@ from typing import Any
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import TensorInfo
+from lazyparams.io.dtypes import numpy_dtype
+from lazyparams.io.limits import MAX_INT_DIGITS, check_name, check_shape, load_json
 
 HEADER_LIMIT = 100 * 1000 * 1000
 METADATA_KEY = "__metadata__"
@@ -41,6 +46,7 @@ _CODE_ORDER = (
 CODE_TO_DTYPE = dict(_CODE_ORDER)
 DTYPE_TO_CODE = {dtype: code for code, dtype in _CODE_ORDER}
 _RANK = {dtype: rank for rank, (_, dtype) in enumerate(_CODE_ORDER)}
+_ITEMSIZE = {dtype: numpy_dtype(dtype).itemsize for dtype in CODE_TO_DTYPE.values()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +72,20 @@ def parse_header(
 ) -> Header:
     """Validate the 8-byte `prefix` and the JSON that `read_json(n)` returns, against the file.
 
-    Refuses a header length past the file or over HEADER_LIMIT, invalid JSON, unknown dtypes,
-    offsets that disagree with shape x itemsize, ranges outside the data area or overlapping.
+    Refuses what the reference reader refuses (a header length past the file or over
+    HEADER_LIMIT, invalid JSON, unknown dtypes, offsets that disagree with shape x itemsize, a
+    data area not covered exactly) and more: see `check_layout` and `_parse_entry`.
     """
+    length = _header_length(prefix, file_size, path)
+    raw = _decode_json(_read_exactly(read_json, length, path), path)
+    metadata = _parse_metadata(raw.pop(METADATA_KEY, None), path)
+    entries = {name: _parse_entry(name, value, path) for name, value in raw.items()}
+    check_layout(entries, file_size - 8 - length, path)
+    return Header(entries, metadata, 8 + length)
+
+
+def _header_length(prefix: bytes, file_size: int, path: str) -> int:
+    """The header length the prefix declares, refused past HEADER_LIMIT or the file's end."""
     if len(prefix) < 8:
         raise CheckpointError(f"{path}: file of {file_size} bytes is too short for a header")
     (length,) = struct.unpack("<Q", prefix)
@@ -78,29 +95,54 @@ def parse_header(
         raise CheckpointError(
             f"{path}: header length {length} runs past the end of the file ({file_size} bytes)"
         )
-    raw = _decode_json(read_json(length), path)
-    metadata = _parse_metadata(raw.pop(METADATA_KEY, None), path)
-    entries = {name: _parse_entry(name, value, path) for name, value in raw.items()}
-    _check_ranges(entries, file_size - 8 - length, path)
-    return Header(entries, metadata, 8 + length)
+    return int(length)
+
+
+def _read_exactly(read: Callable[[int], bytes], length: int, path: str) -> bytes:
+    """`length` bytes from `read`; a file cut short since its size was taken is refused."""
+    data = read(length)
+    if len(data) != length:
+        raise CheckpointError(
+            f"{path}: header cut short: read {len(data)} of its {length} bytes; the file "
+            "changed or was truncated while it was read"
+        )
+    return data
 
 
 def _decode_json(data: bytes, path: str) -> dict[str, Any]:
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in result:
-                raise CheckpointError(f"{path}: header names the key {key!r} twice")
-            result[key] = value
-        return result
-
     try:
-        raw = json.loads(data.decode("utf-8"), object_pairs_hook=no_duplicates)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: header is not valid JSON: {err}") from None
+        raw = load_json(data, path, "header")
+    except CheckpointError as err:
+        culprit = _entry_with_long_integer(data) if "digits" in str(err) else None
+        if culprit is None:
+            raise
+        raise CheckpointError(
+            f"{err}, in the entry of tensor {culprit!r}; expected integers of at most "
+            f"{MAX_INT_DIGITS} digits"
+        ) from None
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path}: header is not a JSON object")
     return raw
+
+
+def _entry_with_long_integer(data: bytes) -> str | None:
+    """The tensor whose entry holds an integer of more than MAX_INT_DIGITS digits, found by a
+    second parse that keeps no integer (None when the header fails for another reason)."""
+    too_long = object()
+
+    def marker(digits: str) -> object:
+        return too_long if len(digits.lstrip("-")) > MAX_INT_DIGITS else 0
+
+    try:
+        raw = json.loads(data.decode("utf-8", "replace"), parse_int=marker)
+    except (ValueError, RecursionError):
+        return None
+    for name, value in raw.items() if isinstance(raw, dict) else ():
+        fields = value.values() if isinstance(value, dict) else ()
+        items = [i for f in fields for i in (f if isinstance(f, list) else [f])]
+        if any(item is too_long for item in items):
+            return str(name)
+    return None
 
 
 def _parse_metadata(value: object, path: str) -> dict[str, str] | None:
@@ -108,24 +150,42 @@ def _parse_metadata(value: object, path: str) -> dict[str, str] | None:
         return None
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise CheckpointError(f"{path}: {METADATA_KEY} must map strings to strings")
+    for text in (*value, *value.values()):
+        if not _encodable(text):
+            raise CheckpointError(
+                f"{path}: {METADATA_KEY} holds {text!r}, which is not valid Unicode (a lone "
+                "surrogate); expected UTF-8 text"
+            )
     return value
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _parse_entry(name: str, value: object, path: str) -> Entry:
+    """One tensor's entry. Unlike the reference reader, keys other than the three are refused:
+    a key we do not know (strides, a byte order) could change what the bytes mean."""
+    check_name(name, path)
     where = f"{path}: tensor {name!r}"
     if not isinstance(value, dict) or set(value) != {"dtype", "shape", "data_offsets"}:
         raise CheckpointError(f"{where}: expected keys dtype, shape, data_offsets")
     dtype = CODE_TO_DTYPE.get(value["dtype"]) if isinstance(value["dtype"], str) else None
     if dtype is None:
         raise CheckpointError(
-            f"{where}: unknown or unsupported dtype {value['dtype']!r} "
+            f"{where}: unknown or unsupported dtype {_short(value['dtype'])} "
             f"(supported: {', '.join(CODE_TO_DTYPE)})"
         )
     shape, offsets = value["shape"], value["data_offsets"]
-    if not _is_int_list(shape) or not _is_int_list(offsets) or len(offsets) != 2:
+    if not isinstance(shape, list) or not _is_int_list(offsets) or len(offsets) != 2:
         raise CheckpointError(f"{where}: shape and data_offsets must be lists of integers >= 0")
     begin, end = offsets
-    info = TensorInfo.of(name, shape, dtype)
+    dims = check_shape(shape, where)
+    info = TensorInfo(name, dims, dtype, math.prod(dims) * _ITEMSIZE[dtype])
     if end - begin != info.nbytes:
         raise CheckpointError(
             f"{where}: data_offsets [{begin}, {end}] hold {end - begin} bytes, but shape "
@@ -134,30 +194,51 @@ def _parse_entry(name: str, value: object, path: str) -> Entry:
     return Entry(info, begin, end)
 
 
+def _short(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _is_int_list(value: object) -> bool:
     return isinstance(value, list) and all(
         isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
     )
 
 
-def _check_ranges(entries: dict[str, Entry], data_size: int, path: str) -> None:
-    previous: Entry | None = None
+def check_layout(entries: dict[str, Entry], data_size: int, path: str) -> None:
+    """Refuse a data area the tensors do not cover exactly, as the reference reader does.
+
+    In order of (begin, end) each tensor must begin where the previous one ends (the first at
+    0, a zero-size one included), and the last must end at the end of the file: no overlap,
+    no hole, no trailing bytes.
+    """
+    cursor, previous = 0, None
     for entry in sorted(entries.values(), key=lambda e: (e.begin, e.end)):
         if entry.end > data_size:
             raise CheckpointError(
                 f"{path}: tensor {entry.info.name!r}: data_offsets [{entry.begin}, {entry.end}] "
-                f"lie outside the data area ({data_size} bytes); the file is truncated or the "
-                "header is wrong"
+                f"lie outside the data area ({data_size} bytes); expected offsets inside it "
+                "(the file is truncated or the header is wrong)"
             )
-        if entry.begin == entry.end:
-            continue
-        if previous is not None and entry.begin < previous.end:
-            first, second = previous, entry
+        if entry.begin < cursor and previous is not None:
             raise CheckpointError(
-                f"{path}: tensors {first.info.name!r} and {second.info.name!r} overlap "
-                f"(data_offsets [{first.begin}, {first.end}] and [{second.begin}, {second.end}])"
+                f"{path}: tensors {previous.info.name!r} and {entry.info.name!r} overlap "
+                f"(data_offsets [{previous.begin}, {previous.end}] and [{entry.begin}, "
+                f"{entry.end}]); expected each tensor to begin where the previous one ends"
             )
-        previous = entry
+        if entry.begin > cursor:
+            raise CheckpointError(
+                f"{path}: bytes [{cursor}, {entry.begin}) of the data area, before tensor "
+                f"{entry.info.name!r}, belong to no tensor; expected the tensors to cover the "
+                "data area with no gaps"
+            )
+        cursor, previous = entry.end, entry
+    if cursor != data_size:
+        raise CheckpointError(
+            f"{path}: {data_size - cursor} bytes after the last tensor (data area of "
+            f"{data_size} bytes, tensors end at {cursor}) belong to no tensor; expected the "
+            "tensors to cover the data area exactly"
+        )
 
 
 def layout_order(infos: Iterable[TensorInfo]) -> list[TensorInfo]:
@@ -198,6 +279,7 @@ def _code(info: TensorInfo, path: str) -> str:
     where = f"{path}: tensor {info.name!r}"
     if code is None:
         raise CheckpointError(f"{where}: safetensors has no dtype for {info.dtype}")
+    check_name(info.name, path)
     if info.name == METADATA_KEY:
         raise CheckpointError(f"{where}: the name is reserved for the header's metadata")
     return code

@@ -1,12 +1,16 @@
 """Reading one .safetensors file: header validated up front, tensors memory-mapped on demand.
 
-Imports numpy and the io layer only; the safetensors library is not used for reading.
+A failure while mapping a tensor (a file truncated since it was opened, an mmap error) is a
+CheckpointError naming the file and the tensor. Imports numpy and the io layer only; the
+safetensors library is not used for reading.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
+from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, SourceBase, open_binary
 from lazyparams.io.dtypes import numpy_dtype
 from lazyparams.io.filemap import map_array
@@ -35,21 +39,42 @@ class SafetensorsSource(SourceBase):
         """The tensor `name` as a read-only array (a view into the file where alignment allows)."""
         info = self.info(name)
         fd = self._fileno(self._file)
-        offset = self.header.data_start + self.header.entries[name].begin
-        return map_array(fd, offset, numpy_dtype(info.dtype), info.shape, path=self.path)
+        offset = self._data_offset(name)
+        where = f"{self.path}: tensor {name!r}"
+        return _mapping(
+            where, lambda: map_array(fd, offset, numpy_dtype(info.dtype), info.shape, path=where)
+        )
 
     def load_rows(self, name: str, start: int, stop: int) -> Array:
         """Rows [start, stop) of tensor `name`, mapping only their bytes."""
         self.info(name)
-        offset = self.header.data_start + self.header.entries[name].begin
-        return self._map_rows(self._fileno(self._file), offset, name, start, stop)
+        fd, offset = self._fileno(self._file), self._data_offset(name)
+        where = f"{self.path}: tensor {name!r}"
+        return _mapping(where, lambda: self._map_rows(fd, offset, name, start, stop))
 
     def close(self) -> None:
         """Close the file; arrays already returned keep their own mappings."""
         self._file.close()
 
-    def _read_header(self) -> Header:
-        size = os.fstat(self._file.fileno()).st_size
-        prefix = self._file.read(8)
+    def _data_offset(self, name: str) -> int:
+        return self.header.data_start + self.header.entries[name].begin
 
-        return parse_header(prefix, self._file.read, size, self.path)
+    def _read_header(self) -> Header:
+        try:
+            size = os.fstat(self._file.fileno()).st_size
+            prefix = self._file.read(8)
+            return parse_header(prefix, self._file.read, size, self.path)
+        except OSError as err:
+            raise CheckpointError(f"{self.path}: cannot read the header: {err}") from None
+
+
+def _mapping(where: str, load: Callable[[], Array]) -> Array:
+    """`load()`, with the OS's and numpy's errors while mapping turned into a CheckpointError
+    naming the tensor (`where`), so no bare mmap or reshape error reaches the user."""
+    try:
+        return load()
+    except (OSError, ValueError, BufferError) as err:
+        raise CheckpointError(
+            f"{where}: cannot map its bytes ({type(err).__name__}: {err}); expected the file "
+            "to be unchanged since it was opened"
+        ) from None

@@ -2,19 +2,26 @@
 
 Only the globals a state dict needs resolve, each to a stand-in defined here: tensors become
 `TensorRecord`s (storage key, dtype, offset, shape, stride) and nothing from torch is imported or
-run. Any other global is refused. Imports the standard library and the io layer only.
+run. Any other global, and any opcode a state dict does not use, is refused; the opcode table
+and the bounds live in `pickle_bounds`. Imports the standard library and the io layer only.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import io
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from lazyparams.errors import CheckpointError
+from lazyparams.io.limits import MAX_DIM, check_shape
+from lazyparams.io.pickle_bounds import (
+    MAX_PICKLE_STEPS,
+    flatten_state_dict,
+    restricted_dispatch,
+)
 
 # storage classes of typed storages (the legacy spelling torch still writes for common dtypes)
 _STORAGE_DTYPES = {
@@ -58,10 +65,12 @@ class TorchDtype:
 
 @dataclass(frozen=True, slots=True)
 class StorageRef:
-    """A storage named by the pickle: its key in `data/` and the dtype it was saved with."""
+    """A storage named by the pickle: its key in `data/`, the dtype it was saved with and its
+    size in elements of that dtype (in bytes when untyped)."""
 
     key: str
     dtype: str | None
+    numel: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +88,7 @@ def _rebuild_v2(
     storage: StorageRef, offset: int, size: Any, stride: Any, *_rest: Any
 ) -> TensorRecord:
     """Stand-in for torch._utils._rebuild_tensor_v2 (typed storage carries the dtype)."""
-    if storage.dtype is None:
+    if not isinstance(storage, StorageRef) or storage.dtype is None:
         raise pickle.UnpicklingError("_rebuild_tensor_v2 over an untyped storage")
     return _record(storage, storage.dtype, offset, size, stride)
 
@@ -102,83 +111,129 @@ def _rebuild_v3(
 
 def _rebuild_parameter(data: TensorRecord, *_rest: Any) -> TensorRecord:
     """Stand-in for torch._utils._rebuild_parameter: a parameter is stored as its tensor."""
+    if not isinstance(data, TensorRecord):
+        raise pickle.UnpicklingError("_rebuild_parameter of something other than a tensor")
     return data
 
 
 def _record(storage: StorageRef, dtype: str, offset: Any, size: Any, stride: Any) -> TensorRecord:
-    ints = (offset, *size, *stride)
-    if not isinstance(storage, StorageRef) or not all(_is_count(v) for v in ints):
-        raise pickle.UnpicklingError("malformed tensor record")
-    if len(size) != len(stride):
-        raise pickle.UnpicklingError("tensor size and stride differ in length")
-    return TensorRecord(storage, dtype, offset, tuple(size), tuple(stride))
+    """A TensorRecord as the pickle gave it; `checked` validates it once its name is known."""
+    if not isinstance(storage, StorageRef):
+        raise pickle.UnpicklingError("a tensor record without a storage")
+    return TensorRecord(storage, dtype, offset, size, stride)
+
+
+def checked(name: str, record: TensorRecord, where: str) -> TensorRecord:
+    """`record` with its shape, strides and offset checked to be bounded counts."""
+    at = f"{where}: tensor {name!r}"
+    size, stride, offset = record.shape, record.stride, record.offset
+    if not isinstance(size, tuple) or not isinstance(stride, tuple) or len(size) != len(stride):
+        raise CheckpointError(
+            f"{at}: size {_short(size)} and stride {_short(stride)}; expected two tuples of one "
+            "length"
+        )
+    shape = check_shape(size, at)
+    if not all(_is_count(v) for v in (offset, *stride)):
+        raise CheckpointError(
+            f"{at}: offset {_short(offset)} and stride {_short(stride)}; expected integers in "
+            "[0, 2**62]"
+        )
+    return TensorRecord(record.storage, record.dtype, offset, shape, stride)
 
 
 def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """Whether `value` is an int (not a bool) in [0, MAX_DIM]."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_DIM
 
 
-_ALLOWED: dict[tuple[str, str], Any] = {
-    ("collections", "OrderedDict"): collections.OrderedDict,
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_v2,
-    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_v3,
-    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+def _short(value: object) -> str:
+    """A short repr of a hostile value, for messages."""
+    text = "<huge int>" if isinstance(value, int) and value.bit_length() > 200 else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class _Global:
+    """An allow-listed callable global as the pickle sees it: a call, and nothing to alter."""
+
+    name: str
+    function: Callable[..., Any]
+
+    def __call__(self, *args: Any) -> Any:
+        return self.function(*args)
+
+
+_ALLOWED: dict[tuple[str, str], object] = {
+    ("collections", "OrderedDict"): _Global("OrderedDict", collections.OrderedDict),
+    ("torch._utils", "_rebuild_tensor_v2"): _Global("_rebuild_tensor_v2", _rebuild_v2),
+    ("torch._utils", "_rebuild_tensor_v3"): _Global("_rebuild_tensor_v3", _rebuild_v3),
+    ("torch._utils", "_rebuild_parameter"): _Global("_rebuild_parameter", _rebuild_parameter),
     ("torch.storage", "UntypedStorage"): StorageType(None),
     **{("torch", name): StorageType(dtype) for name, dtype in _STORAGE_DTYPES.items()},
     **{("torch", name): TorchDtype(dtype) for name, dtype in _TORCH_DTYPES.items()},
 }
 
 
-class RestrictedUnpickler(pickle.Unpickler):
-    """Resolves only the allow-listed globals; persistent ids become `StorageRef`s."""
+class RestrictedUnpickler(pickle._Unpickler):
+    """Resolves only the allow-listed globals, runs only the opcodes a state dict needs, and
+    stops after `MAX_PICKLE_STEPS` steps; persistent ids become `StorageRef`s.
+
+    It is the pure-Python unpickler with its own opcode table: BUILD may only touch an
+    OrderedDict (whose torch metadata is dropped), so nothing allow-listed can be altered.
+    """
+
+    dispatch = restricted_dispatch(pickle._Unpickler.dispatch)
 
     def __init__(self, data: bytes, path: str) -> None:
         super().__init__(io.BytesIO(data))
         self.path = path
+        self.steps_left = MAX_PICKLE_STEPS
+        self.storages: dict[str, tuple[str | None, int]] = {}
 
     def find_class(self, module: str, name: str) -> Any:
         try:
-            value = _ALLOWED[(module, name)]
+            return _ALLOWED[(module, name)]
         except KeyError:
             raise CheckpointError(
                 f"{self.path}: refusing to load global '{module}.{name}' from data.pkl "
                 "(only tensors, storages and plain containers are allowed)"
             ) from None
-        # a fresh stand-in each time, so that a BUILD opcode cannot alter the shared table
-        return dataclasses.replace(value) if isinstance(value, StorageType | TorchDtype) else value
 
     def persistent_load(self, pid: Any) -> StorageRef:
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise pickle.UnpicklingError(f"unexpected persistent id {pid!r}")
-        _, storage_type, key, _location, _numel = pid
-        if not isinstance(storage_type, StorageType) or not isinstance(key, str):
-            raise pickle.UnpicklingError(f"malformed storage id {pid!r}")
-        return StorageRef(key, storage_type.dtype)
+            raise pickle.UnpicklingError(f"unexpected persistent id {_short(pid)}")
+        _, storage_type, key, _location, numel = pid
+        if not isinstance(storage_type, StorageType) or not _is_key(key) or not _is_count(numel):
+            raise pickle.UnpicklingError(f"malformed storage id {_short(pid)}")
+        declared = (storage_type.dtype, numel)
+        if self.storages.setdefault(key, declared) != declared:
+            raise pickle.UnpicklingError(f"storage {key!r} is declared twice, differently")
+        return StorageRef(key, storage_type.dtype, numel)
+
+
+def _is_key(key: object) -> bool:
+    """Whether `key` can name a storage record (torch writes decimal numbers)."""
+    return isinstance(key, str) and 0 < len(key) <= 64 and key.isascii() and key.isalnum()
 
 
 def read_records(data: bytes, path: str) -> dict[str, TensorRecord]:
     """Unpickle a state dict and flatten it to name -> TensorRecord.
 
     Nested dicts join their keys with '.'; leaves that are not tensors (step counters, strings)
-    are skipped.
+    are skipped. Names must come out unique, and the dicts must not nest too deep or refer to
+    themselves.
     """
     try:
         root = RestrictedUnpickler(data, path).load()
     except CheckpointError:
         raise
     except Exception as err:
-        raise CheckpointError(f"{path}: data.pkl is not a readable state dict: {err}") from None
+        reason = str(err)[:200] or type(err).__name__
+        raise CheckpointError(f"{path}: data.pkl is not a readable state dict: {reason}") from None
     if not isinstance(root, dict):
         raise CheckpointError(f"{path}: expected a dict of tensors, got {type(root).__name__}")
-    records: dict[str, TensorRecord] = {}
-    _flatten(root, "", records)
+    found = flatten_state_dict(root, f"{path}: data.pkl", TensorRecord)
+    records = {name: checked(name, record, path) for name, record in found.items()}
+    if not records:
+        raise CheckpointError(f"{path}: the state dict holds no tensors; expected at least one")
     return records
-
-
-def _flatten(tree: dict[Any, Any], prefix: str, out: dict[str, TensorRecord]) -> None:
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, TensorRecord):
-            out[name] = value
-        elif isinstance(value, dict):
-            _flatten(value, f"{name}.", out)

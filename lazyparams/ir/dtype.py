@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import ml_dtypes
 import numpy as np
 
 from lazyparams.block_types import BLOCK_TYPES, BlockType
@@ -39,20 +38,30 @@ _NUMPY: dict[str, np.dtype[np.generic]] = {
     "float64": np.dtype(np.float64),
     "float32": np.dtype(np.float32),
     "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
     "int64": np.dtype(np.int64),
     "int32": np.dtype(np.int32),
     "int16": np.dtype(np.int16),
     "int8": np.dtype(np.int8),
-    "int4": np.dtype(ml_dtypes.int4),
     "uint64": np.dtype(np.uint64),
     "uint32": np.dtype(np.uint32),
     "uint16": np.dtype(np.uint16),
     "uint8": np.dtype(np.uint8),
     "bool": np.dtype(np.bool_),
 }
+
+# ml_dtypes' types, added to `_NUMPY` on first need: importing ml_dtypes costs more than the
+# rest of the start-up, and tracing and planning never need it
+_EXTENSION = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "int4")
+
+
+def _numpy_types() -> dict[str, np.dtype[np.generic]]:
+    """Every numpy dtype the IR has, ml_dtypes' ones included (imported here, once)."""
+    if _EXTENSION[0] not in _NUMPY:
+        import ml_dtypes
+
+        _NUMPY.update({name: np.dtype(getattr(ml_dtypes, name)) for name in _EXTENSION})
+    return _NUMPY
+
 
 _ALIASES = {
     "float8_e4m3": "float8_e4m3fn",
@@ -128,7 +137,9 @@ def is_int(dtype: str) -> bool:
 def to_numpy(dtype: str) -> np.dtype[np.generic]:
     """The numpy dtype that holds values of `dtype` in memory (uint8 for block types)."""
     name = canonical_dtype(dtype)
-    return _NUMPY["uint8"] if name in BLOCK_TYPES else _NUMPY[name]
+    if name in BLOCK_TYPES:
+        return _NUMPY["uint8"]
+    return _NUMPY[name] if name in _NUMPY else _numpy_types()[name]
 
 
 def storage_shape(dtype: str, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -141,7 +152,8 @@ def storage_shape(dtype: str, shape: tuple[int, ...]) -> tuple[int, ...]:
 def from_numpy(dtype: np.dtype[np.generic] | type) -> str:
     """The IR dtype name of a numpy dtype, or raise if the IR has no such dtype."""
     np_dtype = np.dtype(dtype)
-    for name, candidate in _NUMPY.items():
+    known = _NUMPY if np_dtype in _NUMPY.values() else _numpy_types()
+    for name, candidate in known.items():
         if candidate == np_dtype:
             return name
     raise StructInfoError(

@@ -1,11 +1,13 @@
 """IRModule: a named collection of Relax functions and TIR PrimFuncs.
 
 Modules are values: passes build new ones (`with_function`) and never change their input.
-Printing goes through the script printer, which `lazyparams.script` installs on import.
+Printing goes through the script printer, which `lazyparams.script` installs on import (the
+script layer sits above the IR, so the first print loads it by name if nothing did).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -94,6 +96,8 @@ class IRModule:
     def script(self, flavor: str = "lazyparams") -> str:
         """The module in script syntax; parsing it back gives a structurally equal module.
         `flavor="tvm"` spells it as TVM 0.27 does, for TVM's parser."""
+        if not _printer:
+            importlib.import_module("lazyparams.script")  # installs its printer on import
         if not _printer:
             raise LazyParamsError(
                 "no script printer installed; expected lazyparams.script imported, got none"

@@ -1,11 +1,13 @@
 """The operator registry: op name -> signature, struct-info inference and purity.
 
 Ops are data: the `op` layer registers each one here, and the IR, printer, parser, passes and
-VM look them up by name. Imports the other `ir` modules only.
+VM look them up by name. Imports the other `ir` modules only (the `op` layer, by name, the first
+time a lookup misses).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -52,8 +54,16 @@ def register_op(info: OpInfo) -> Op:
     return _OPS.setdefault(info.name, Op(info.name))
 
 
+def _register_builtin_ops() -> None:
+    """Load the `op` layer, which registers every built-in op; the IR sits below it, so it is
+    named here rather than imported, and loaded only once a lookup needs it."""
+    importlib.import_module("lazyparams.op")
+
+
 def get_op(name: str) -> Op:
     """The unique `Op` node of a registered op, or raise naming the unknown op."""
+    if name not in _OPS:
+        _register_builtin_ops()
     if name not in _OPS:
         raise _unknown(name)
     return _OPS[name]
@@ -62,6 +72,8 @@ def get_op(name: str) -> Op:
 def op_info(op: Op | str) -> OpInfo:
     """The registry entry of an op, by node or by name."""
     name = op if isinstance(op, str) else op.name
+    if name not in _INFOS:
+        _register_builtin_ops()
     if name not in _INFOS:
         raise _unknown(name)
     return _INFOS[name]
@@ -74,4 +86,5 @@ def _unknown(name: str) -> StructInfoError:
 
 def registered_ops() -> list[str]:
     """Names of every registered op, sorted."""
+    _register_builtin_ops()
     return sorted(_INFOS)

@@ -53,7 +53,9 @@ class TensorStructInfo(StructInfo):
 
     def __post_init__(self) -> None:
         if self.shape is not None:
-            object.__setattr__(self, "shape", tuple(as_prim(d) for d in self.shape))
+            # dims are most often IntImms already; as_prim wraps the rest
+            dims = tuple(d if type(d) is IntImm else as_prim(d) for d in self.shape)
+            object.__setattr__(self, "shape", dims)
             object.__setattr__(self, "ndim", len(self.shape))
         if self.dtype != "":
             object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
@@ -61,9 +63,10 @@ class TensorStructInfo(StructInfo):
     @property
     def static_shape(self) -> tuple[int, ...] | None:
         """The shape as ints when every dim is a constant, else None."""
-        if self.shape is None or not all(isinstance(d, IntImm) for d in self.shape):
+        if self.shape is None:
             return None
-        return tuple(d.value for d in self.shape if isinstance(d, IntImm))
+        values = [d.value for d in self.shape if isinstance(d, IntImm)]
+        return tuple(values) if len(values) == len(self.shape) else None
 
 
 @dataclass(frozen=True, slots=True)

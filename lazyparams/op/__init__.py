@@ -12,6 +12,7 @@ from lazyparams.op.base import (
     make_call,
     normalize_attrs,
     register,
+    typed_call,
 )
 from lazyparams.op.binary import add, broadcast_shapes, divide, matmul, multiply, subtract
 from lazyparams.op.builtin import call_packed, call_tir, kill_object, stop_lift_params
@@ -21,6 +22,7 @@ from lazyparams.op.dims import dims_equal
 from lazyparams.op.gguf import dequantize_gguf, quantize_gguf
 from lazyparams.op.index import concat, split, strided_slice, take
 from lazyparams.op.manipulate import astype, expand_dims, permute_dims, reshape
+from lazyparams.op.nn import conv2d
 from lazyparams.op.quantize import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "call_tir",
     "concat",
     "const",
+    "conv2d",
     "dequantize_gguf",
     "dequantize_int4",
     "dequantize_int8",
@@ -60,5 +63,6 @@ __all__ = [
     "strided_slice",
     "subtract",
     "take",
+    "typed_call",
     "zeros",
 ]

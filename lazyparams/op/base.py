@@ -146,6 +146,17 @@ def make_call(
     sinfo_args: Sequence[StructInfo] = (),
 ) -> Call:
     """Build `R.<name>(*args, **attrs)` and run its inference now, so a bad call fails here."""
+    return typed_call(name, args, attrs, sinfo_args)[0]
+
+
+def typed_call(
+    name: str,
+    args: Sequence[Expr],
+    attrs: Mapping[str, Any] | None = None,
+    sinfo_args: Sequence[StructInfo] = (),
+) -> tuple[Call, StructInfo]:
+    """`make_call`, and the struct info its inference gave, so that binding the call need not
+    infer it again (tracing a model's worth of ops would otherwise do it twice)."""
     operands = [p for p in _definition(name).params if p.kind == "expr"]
     expr_params = [p.name for p in operands]
     required = sum(1 for p in operands if p.required)  # optional operands come last
@@ -158,8 +169,7 @@ def make_call(
     if sinfo_args and name not in SINFO_ARG_KEYWORDS:
         fail(name, f"expected no sinfo_args (the result is inferred), got {len(sinfo_args)}")
     call = Call(get_op(name), tuple(args), normalize_attrs(name, attrs or {}), tuple(sinfo_args))
-    struct_info_of(call)
-    return call
+    return call, struct_info_of(call)
 
 
 def attr(call: Call, name: str) -> Any:

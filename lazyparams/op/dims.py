@@ -92,16 +92,21 @@ def _build(terms: list[Term]) -> PrimExpr:
 
 def simplify(dim: PrimExpr) -> PrimExpr:
     """`dim` rebuilt from its polynomial normal form (`(n - 1) - 1` becomes `n - 2`)."""
-    return _build(_poly(dim))
+    static = isinstance(dim, IntImm) and dim.imm_dtype == "int64"  # already in normal form
+    return dim if static else _build(_poly(dim))
 
 
 def dims_equal(a: PrimExpr, b: PrimExpr) -> bool:
     """Whether two dims are provably equal: their polynomials agree."""
+    if isinstance(a, IntImm) and isinstance(b, IntImm):  # static shapes: no polynomial needed
+        return a.value == b.value
     return a == b or not _combine(_poly(a) + _scale(_poly(b), -1))
 
 
 def dims_differ(a: PrimExpr, b: PrimExpr) -> bool:
     """Whether two dims provably differ: by a constant, or as `k * m` against `j * m`, k != j."""
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return a.value != b.value
     pa, pb = _poly(a), _poly(b)
     diff = _combine(pa + _scale(pb, -1))
     if not diff:

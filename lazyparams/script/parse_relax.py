@@ -94,9 +94,12 @@ class FunctionParser(RelaxExprParser):
         return Function(params, SeqExpr(tuple(self.blocks), result), ret, is_pure, self.attrs)
 
     def _hoist_declarations(self, statements: list[ast.stmt]) -> list[ast.stmt]:
-        """Declare every `n = T.int64()` of the function's top level, before the params are
-        read (TVM prints them after `R.func_attr` and `cls = ...` too); the rest of the body."""
+        """Declare the text's top-level `TypeVar`s and every `n = T.int64()` of the function's
+        top level, before the params are read (TVM prints them after `R.func_attr` and
+        `cls = ...` too); the rest of the body."""
         body = []
+        for name in self.src.module_dims:
+            self.symbols[name] = PrimVar(name, "int64")
         for stmt in statements:
             decl = symbol_decl(self.src, stmt)
             if decl is None:

@@ -62,6 +62,22 @@ _UNSUPPORTED = {
 """TVM constructs with no meaning here, by spelling (or namespace prefix), and why."""
 
 
+_ARITHMETIC: dict[type[ast.operator], str] = {
+    ast.Add: "add",
+    ast.Sub: "subtract",
+    ast.Mult: "multiply",
+    ast.Div: "divide",
+}
+"""Python operators between Relax values, as TVM's script reads them: `a + b` is R.add(a, b)."""
+
+
+def _as_op_call(node: ast.BinOp, op: str) -> ast.Call:
+    """`node` spelled as the call `R.<op>(left, right)`, located where `node` is."""
+    func = ast.copy_location(ast.Attribute(ast.Name("R", ast.Load()), op, ast.Load()), node)
+    ast.copy_location(func.value, node)
+    return ast.copy_location(ast.Call(func, [node.left, node.right], []), node)
+
+
 @dataclass
 class ModuleContext:
     """What a function of a module can refer to: the class name and the functions' GlobalVars."""
@@ -106,6 +122,8 @@ class RelaxExprParser:
             return self._getitem(node)
         if isinstance(node, ast.Call):
             return self.call(node)
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            return self.call(_as_op_call(node, _ARITHMETIC[type(node.op)]))
         hint = " (write R.prim_value(...) or R.const(...))" if number(node) is not None else ""
         raise self.src.error(node, f"expected a Relax expression{hint}, got {show(node)}")
 

@@ -30,7 +30,7 @@ def parse(text: str, file: str = "<string>") -> IRModule:
     definitions that together form the module.
     """
     tree = _syntax_tree(text, file)
-    src = Source(file, text.splitlines(), _import_aliases(tree))
+    src = Source(file, text.splitlines(), _import_aliases(tree), _type_vars(tree))
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     if len(classes) > 1:
         raise src.error(classes[1], f"expected one @I.ir_module class, got {len(classes)} classes")
@@ -57,6 +57,30 @@ def _syntax_tree(text: str, file: str) -> ast.Module:
         raise ParseError(
             message, file=file, line=line, col=err.offset or 0, source_line=source_line
         ) from None
+
+
+def _type_vars(tree: ast.Module) -> tuple[str, ...]:
+    """The names of top-level `n = TypeVar("n")` statements: symbolic vars every function of
+    the text may use (each function binds its own)."""
+    names = []
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if (
+            isinstance(target, ast.Name)
+            and isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "TypeVar"
+            and [literal_str(a) for a in value.args] == [target.id]
+        ):
+            names.append(target.id)
+    return tuple(names)
+
+
+def literal_str(node: ast.AST) -> str | None:
+    """The string a constant node holds, else None."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def _import_aliases(tree: ast.Module) -> dict[str, str]:

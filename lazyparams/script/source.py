@@ -22,11 +22,13 @@ DEFAULT_ALIASES: dict[str, str] = {"I": "I", "R": "R", "T": "T"}
 
 @dataclass
 class Source:
-    """One file's text, plus the names under which `I`, `R` and `T` are imported in it."""
+    """One file's text, the names under which `I`, `R` and `T` are imported in it, and the
+    symbolic vars it declares at its top level (`n = TypeVar("n")`, as TVM 0.27 prints them)."""
 
     file: str
     lines: list[str]
     aliases: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_ALIASES))
+    module_dims: tuple[str, ...] = ()
 
     def error(self, node: ast.AST | None, message: str) -> ParseError:
         """A ParseError at `node` (line and 1-based column of the user's file)."""

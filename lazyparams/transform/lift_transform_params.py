@@ -1,221 +1,90 @@
 """LiftTransformParams: move the work that depends only on weights out of a model function into
-`<name>_transform_params`, which runs once; the model function takes its results instead.
+a transform that runs once; the model function takes its results instead.
 
-For every Relax function with `num_input` (its params after the first `num_input` are weights):
-1. plan: a pure binding is lifted when it reads only weights, lifted values and weight-free
-   values, and at least one weight or lifted value (a weight-free value such as `R.ones` stays,
-   and is copied into the transform when a lifted binding reads it); `R.builtin.stop_lift_params`
-   is a barrier: its operand is lifted, the call and what follows it are not; a binding whose
-   struct info needs a symbolic dim that only the runtime inputs define stays;
-2. the outputs are the weights the remaining model reads as they are (in param order), then the
-   lifted values it reads (in binding order);
-3. build `<name>_transform_params(params: R.Tuple(weights))` (`num_input` 0), one dataflow
-   block loading each weight at its first use and returning the outputs;
-4. rebuild the model function on its runtime inputs and one param per output.
-A function with nothing to lift still gets its transform (passing the weights it reads through),
-so a caller may always run one; once it has one, a function with nothing more to lift is left as
-it is, so the pass is idempotent. Imports `ir`, `op` and `analysis`.
+Each function with `num_input` gets its own `<name>_transform_params` (see `lift_plan` for what
+moves), or, with `shared_transform`, every selected function shares one `transform_params`
+holding the work they all do alike (see `lift_shared`). A function with nothing to lift still
+gets its transform (passing the weights it reads through), so a caller may always run one; once
+it has one, a function with nothing more to lift is left as it is, so the pass is idempotent,
+and more to lift is composed after the existing transform. Imports `ir`, `op` and `analysis`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
-from lazyparams.analysis.liveness import used_vars
 from lazyparams.errors import TransformError
-from lazyparams.ir import (
-    Binding,
-    BindingBlock,
-    Call,
-    DataflowBlock,
-    DataflowVar,
-    ExprMutator,
-    Function,
-    IRModule,
-    MatchCast,
-    SeqExpr,
-    StructInfo,
-    Tuple,
-    TupleGetItem,
-    TupleStructInfo,
-    Var,
-    VarBinding,
-    is_pure_call,
-    struct_info_of,
-)
-from lazyparams.ir.prim import PrimVar
+from lazyparams.ir import Function, IRModule
 from lazyparams.transform.base import Pass
-from lazyparams.transform.util import is_op_call, num_input, prim_vars
-
-SUFFIX = "_transform_params"
-BARRIER = "builtin.stop_lift_params"
-
-
-@dataclass(slots=True)
-class _Plan:
-    """What one function's lifting moves: lifted binding vars, weight-free vars, barriers
-    (binding var -> the lifted operand it stands for) and the transform's outputs."""
-
-    weights: tuple[Var, ...]
-    lifted: set[Var] = field(default_factory=set)
-    weight_free: set[Var] = field(default_factory=set)
-    barriers: dict[Var, Var] = field(default_factory=dict)
-    outputs: list[Var] = field(default_factory=list)
+from lazyparams.transform.lift_plan import (
+    SUFFIX,
+    build_model,
+    build_transform,
+    compose,
+    plan_lift,
+)
+from lazyparams.transform.lift_shared import SHARED_NAME, lift_shared, shared_candidates
+from lazyparams.transform.util import num_input
 
 
 class LiftTransformParams(Pass):
-    """Split every function with `num_input` into its weight-only transform and the rest (see
-    the module docstring)."""
+    """Split functions with `num_input` into their weight-only transform and the rest.
+
+    `shared_transform=False` (the default) gives each function its own transform;
+    `shared_transform=True` one `transform_params` for every public function with `num_input`,
+    and a list of names one for those functions only (the others are left alone).
+    """
+
+    def __init__(self, shared_transform: bool | Sequence[str] = False) -> None:
+        self.shared_transform = _shared_arg(shared_transform)
 
     def transform_module(self, mod: IRModule) -> IRModule:
+        if self.shared_transform is False:
+            return self._lift_each(mod)
+        names = shared_candidates(mod, self.shared_transform, self.name)
+        return lift_shared(mod, names, self.name)
+
+    def _lift_each(self, mod: IRModule) -> IRModule:
         result = mod
         for name, func in mod.relax_functions():
-            if "num_input" not in func.attrs or name.endswith(SUFFIX):
+            if "num_input" not in func.attrs or name.endswith(SUFFIX) or name == SHARED_NAME:
                 continue
-            plan = _plan(func, num_input(func, name, self.name))
-            nothing_to_lift = not plan.lifted and not plan.barriers
-            if nothing_to_lift and name + SUFFIX in mod:
+            plan = plan_lift(func, num_input(func, name, self.name))
+            existing = self._existing(mod, name + SUFFIX)
+            if existing is not None and not plan.lifted and not plan.barriers:
                 continue
-            if name + SUFFIX in mod:
-                raise TransformError(
-                    f"{self.name}: function {name!r}: expected no function named "
-                    f"{name + SUFFIX!r} when there is weight-only work to lift, got one"
-                )
-            result = result.with_function(name + SUFFIX, _transform(func, plan))
-            result = result.with_function(name, _model(func, plan))
+            transform = build_transform(func, plan)
+            if existing is not None:
+                transform = compose(existing, transform)
+            result = result.with_function(name + SUFFIX, transform)
+            result = result.with_function(name, build_model(func, plan))
         return result
 
+    def _existing(self, mod: IRModule, name: str) -> Function | None:
+        """The transform `name` already in `mod`, if any; it must be a Relax function."""
+        if name not in mod:
+            return None
+        func = mod[name]
+        if not isinstance(func, Function):
+            raise TransformError(
+                f"{self.name}: expected {name!r} to be a Relax transform function, got a "
+                f"{type(func).__name__}"
+            )
+        return func
 
-# Step 1-2: the plan --------------------------------------------------------------------------
-
-
-def _plan(func: Function, first_weight: int) -> _Plan:
-    plan = _Plan(func.params[first_weight:])
-    known = set(plan.weights)
-    runtime_dims = set(prim_vars([p.struct_info for p in func.params[:first_weight]]))
-    weight_dims = set(prim_vars([w.struct_info for w in plan.weights]))
-    for binding in func.bindings():
-        reads = used_vars(binding.value)
-        if is_op_call(binding.value, BARRIER) and reads and reads[0] in known | plan.lifted:
-            plan.barriers[binding.var] = reads[0]
-        elif _liftable(binding, reads, plan, runtime_dims - weight_dims):
-            target = plan.weight_free if not set(reads) & (known | plan.lifted) else plan.lifted
-            target.add(binding.var)
-    plan.outputs = _outputs(func, plan)
-    return plan
+    def __repr__(self) -> str:
+        return f"{self.name}(shared_transform={self.shared_transform!r})"
 
 
-def _liftable(binding: Binding, reads: list[Var], plan: _Plan, runtime_only: set[PrimVar]) -> bool:
-    """Pure, reads nothing computed at run time, needs no dim only the runtime inputs bind."""
-    value = binding.value
-    if isinstance(binding, MatchCast) or (isinstance(value, Call) and not is_pure_call(value)):
-        return False
-    if not all(v in plan.lifted or v in plan.weight_free or v in plan.weights for v in reads):
-        return False
-    return not set(prim_vars([binding.var.struct_info, value])) & runtime_only
-
-
-def _outputs(func: Function, plan: _Plan) -> list[Var]:
-    """Weights, then lifted values, that what stays in the model function reads directly."""
-    wanted: dict[Var, None] = {}
-    for binding in func.bindings():
-        if binding.var in plan.barriers:
-            wanted[plan.barriers[binding.var]] = None
-        elif binding.var not in plan.lifted:
-            wanted.update(dict.fromkeys(used_vars(binding.value)))
-    wanted.update(dict.fromkeys(used_vars(func.body.body)))
-    order = [*plan.weights, *(b.var for b in func.bindings() if b.var in plan.lifted)]
-    return [v for v in order if v in wanted]
-
-
-# Step 3: the transform function ---------------------------------------------------------------
-
-
-def _transform(func: Function, plan: _Plan) -> Function:
-    sinfo = TupleStructInfo(tuple(_sinfo(w) for w in plan.weights))
-    params = Var("params", sinfo)
-    needed = _needed(func, plan)
-    mutator = ExprMutator()
-    bindings: list[Binding] = []
-
-    def load(weight: Var) -> None:
-        if weight not in mutator.var_remap:
-            local = DataflowVar(weight.name_hint, weight.struct_info)
-            bindings.append(VarBinding(local, TupleGetItem(params, plan.weights.index(weight))))
-            mutator.var_remap[weight] = local
-
-    for binding in func.bindings():
-        if binding.var not in needed:
-            continue
-        for var in used_vars(binding.value):
-            if var in plan.weights:
-                load(var)
-        local = DataflowVar(binding.var.name_hint, binding.var.struct_info)
-        bindings.append(VarBinding(local, mutator.visit_expr(binding.value)))
-        mutator.var_remap[binding.var] = local
-    for var in plan.outputs:
-        if var in plan.weights:
-            load(var)
-    fields = tuple(mutator.visit_expr(v) for v in plan.outputs)
-    ret = TupleStructInfo(tuple(struct_info_of(f) for f in fields))
-    result = Var("gv", ret)
-    bindings.append(VarBinding(result, Tuple(fields)))
-    body = SeqExpr((DataflowBlock(tuple(bindings)),), result)
-    return Function((params,), body, ret, True, {"num_input": 0})
-
-
-def _needed(func: Function, plan: _Plan) -> set[Var]:
-    """The lifted and weight-free bindings the outputs need, transitively."""
-    needed: set[Var] = set()
-    pending = [v for v in plan.outputs if v in plan.lifted]
-    values = {b.var: b.value for b in func.bindings()}
-    while pending:
-        var = pending.pop()
-        if var in needed:
-            continue
-        needed.add(var)
-        pending += [v for v in used_vars(values[var]) if v in plan.lifted | plan.weight_free]
-    return needed
-
-
-def _sinfo(var: Var) -> StructInfo:
-    if var.struct_info is None:
-        raise TransformError(
-            f"LiftTransformParams: expected weight {var.name_hint!r} to declare its struct info"
-        )
-    return var.struct_info
-
-
-# Step 4: the model function -------------------------------------------------------------------
-
-
-def _model(func: Function, plan: _Plan) -> Function:
-    first = len(func.params) - len(plan.weights)
-    mutator = ExprMutator()
-    new_params = []
-    for var in plan.outputs:
-        param = var if var in plan.weights else Var(var.name_hint, var.struct_info)
-        mutator.var_remap[var] = param
-        new_params.append(param)
-    for barrier, operand in plan.barriers.items():
-        mutator.var_remap[barrier] = mutator.var_remap[operand]
-    blocks = []
-    for block in func.body.blocks:
-        kept = tuple(_rebuilt(b, mutator) for b in block.bindings if _stays(b, plan))
-        if kept:
-            kind = DataflowBlock if isinstance(block, DataflowBlock) else BindingBlock
-            blocks.append(kind(kept))
-    body = SeqExpr(tuple(blocks), mutator.visit_expr(func.body.body))
-    params = (*func.params[:first], *new_params)
-    return Function(params, body, func.ret_struct_info, func.is_pure, func.attrs)
-
-
-def _stays(binding: Binding, plan: _Plan) -> bool:
-    return binding.var not in plan.lifted and binding.var not in plan.barriers
-
-
-def _rebuilt(binding: Binding, mutator: ExprMutator) -> Binding:
-    value = mutator.visit_expr(binding.value)
-    if isinstance(binding, MatchCast):
-        return MatchCast(binding.var, value, binding.struct_info)
-    return VarBinding(binding.var, value)
+def _shared_arg(value: object) -> bool | tuple[str, ...]:
+    """The `shared_transform` option: a bool, or a non-empty sequence of function names."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        names = tuple(value)
+        if names and all(isinstance(n, str) for n in names):
+            return names
+    raise TransformError(
+        "LiftTransformParams: expected shared_transform to be a bool or a non-empty list of "
+        f"function names, got {value!r}"
+    )

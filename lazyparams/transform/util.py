@@ -26,7 +26,7 @@ from lazyparams.ir import (
     TupleStructInfo,
     Var,
 )
-from lazyparams.ir.prim import PrimExpr, PrimVar
+from lazyparams.ir.prim import IntImm, PrimExpr, PrimVar
 
 CALLBACK_SINFO = FuncStructInfo(
     (PrimStructInfo("int64"), ObjectStructInfo()), ObjectStructInfo(), False
@@ -118,8 +118,8 @@ def prim_vars(obj: Any) -> list[PrimVar]:
 def _collect_prim_vars(obj: Any, found: dict[PrimVar, None]) -> None:
     if isinstance(obj, PrimVar):
         found[obj] = None
-    elif isinstance(obj, Var | Op | ExternFunc | str | int | float | bool) or obj is None:
-        return
+    elif isinstance(obj, Var | Op | ExternFunc | IntImm | str | int | float | bool) or obj is None:
+        return  # an IntImm (most dims) holds no var: skip walking its fields
     elif isinstance(obj, PrimExpr | StructInfo | Expr) and dataclasses.is_dataclass(obj):
         for f in dataclasses.fields(obj):
             _collect_prim_vars(getattr(obj, f.name), found)

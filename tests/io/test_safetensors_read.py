@@ -103,12 +103,12 @@ BAD_FILES = {
     ),
     "duplicate_key": (
         lambda p: raw_file(p, b'{"w": {}, "w": {}}', bytes(0)),
-        "names the key 'w' twice",
+        "the key 'w' appears twice",
     ),
     "missing_keys": (lambda p: raw_file(p, {"w": {"dtype": "F32"}}), "expected keys"),
     "negative_shape": (
         lambda p: raw_file(p, {"w": {**F32_3, "shape": [-3]}}, bytes(12)),
-        "lists of integers",
+        "tensor .w.: dimension -3 is not an integer in",
     ),
     "bad_metadata": (lambda p: raw_file(p, {"__metadata__": {"a": 1}}), "__metadata__"),
 }

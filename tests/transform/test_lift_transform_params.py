@@ -6,9 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
 
-from lazyparams.errors import TransformError
 from lazyparams.ir import Function, IRModule, TensorStructInfo, assert_structural_equal
 from lazyparams.ir.prim import IntImm
 from lazyparams.runtime import VirtualMachine
@@ -16,7 +14,7 @@ from lazyparams.script import ir as I
 from lazyparams.script import relax as R
 from lazyparams.script import tir as T
 from lazyparams.transform import LazyTransformParams, LiftTransformParams
-from tests.transform.harness import Store, check_pass, same_bits
+from tests.transform.harness import Store, assert_well_formed, check_pass, same_bits
 
 LIFT = LiftTransformParams()
 
@@ -280,12 +278,69 @@ def test_the_lifted_transform_runs_lazily() -> None:
     assert same_bits(got, VirtualMachine(before)["main"](state, *weights))
 
 
-def test_an_existing_transform_with_more_to_lift_is_refused() -> None:
-    lifted = LIFT(_lora())
+def test_an_existing_identity_transform_composes_to_a_plain_lift() -> None:
+    """More to lift next to an existing transform: the new work runs after the old transform,
+    so an identity one gives what lifting without it gives."""
     func = _lora()["main"]
-    clash = IRModule({"main": func, "main_transform_params": lifted["main_transform_params"]})
-    with pytest.raises(TransformError, match="expected no function named 'main_transform_params'"):
-        LIFT(clash)
+    assert isinstance(func, Function)
+
+    @I.ir_module
+    class Identity:
+        @R.function
+        def main_transform_params(
+            model_params: R.Tuple(
+                R.Tensor((8, 8), "float32"),
+                R.Tensor((8, "lora_rank"), "float32"),
+                R.Tensor(("lora_rank", 8), "float32"),
+            ),
+        ):
+            R.func_attr({"num_input": 0})
+            return model_params
+
+    with_identity = IRModule(
+        {"main": func, "main_transform_params": Identity["main_transform_params"]}
+    )
+    assert_structural_equal(LIFT(with_identity), LIFT(_lora()), map_free_vars=True)
+
+
+def test_an_existing_transform_runs_before_the_newly_lifted_work() -> None:
+    @I.ir_module
+    class Before:
+        @R.function
+        def main(x: R.Tensor((2, 3), "float32"), w: R.Tensor((3, 4), "float32")) -> R.Tensor(
+            (2, 4), "float32"
+        ):
+            R.func_attr({"num_input": 1})
+            with R.dataflow():
+                squared = R.multiply(w, w)
+                y = R.matmul(x, squared)
+                R.output(y)
+            return y
+
+        @R.function
+        def main_transform_params(
+            params: R.Tuple(R.Tensor((4, 3), "float32")),
+        ) -> R.Tuple(R.Tensor((3, 4), "float32")):
+            R.func_attr({"num_input": 0})
+            with R.dataflow():
+                raw = params[0]
+                w = R.permute_dims(raw)
+                gv = (w,)
+                R.output(gv)
+            return gv
+
+    after = LIFT(Before)
+    assert_well_formed(after)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3)).astype("float32")
+    raw = rng.standard_normal((4, 3)).astype("float32")
+    old = VirtualMachine(Before)
+    expected = old["main"](x, *old["main_transform_params"]((raw,)))
+    vm = VirtualMachine(after)
+    (transformed,) = vm["main_transform_params"]((raw,))
+    assert transformed.shape == (3, 4)
+    assert same_bits(vm["main"](x, transformed), expected)
+    assert_structural_equal(LIFT(after), after)
 
 
 def test_functions_without_num_input_are_left_alone() -> None:

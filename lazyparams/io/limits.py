@@ -1,0 +1,131 @@
+"""Bounds every reader checks before it trusts a header: JSON, shapes, names, paths.
+
+A checkpoint's header is untrusted input. These checks run before anything is allocated from
+what a header declares, and each failure is a CheckpointError naming the file and the culprit.
+Imports only the standard library and the error types.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from lazyparams.errors import CheckpointError
+
+MAX_RANK = 16
+MAX_DIM = 2**62
+MAX_ELEMENTS = 2**62
+MAX_INT_DIGITS = 20
+MAX_NAME_BYTES = 65536
+
+
+def check_shape(shape: Iterable[object], where: str) -> tuple[int, ...]:
+    """`shape` as a tuple of ints, refused unless every dim is an int in [0, MAX_DIM].
+
+    Also refuses a rank over MAX_RANK and an element count over MAX_ELEMENTS (a dim of 2**70
+    next to a zero is refused too: it fits no int64 a reader would compute offsets with).
+    """
+    dims = list(shape)
+    if len(dims) > MAX_RANK:
+        raise CheckpointError(f"{where}: rank {len(dims)} exceeds the limit of {MAX_RANK}")
+    for dim in dims:
+        if not isinstance(dim, int) or isinstance(dim, bool) or not 0 <= dim <= MAX_DIM:
+            shown = _short(dim)
+            raise CheckpointError(
+                f"{where}: dimension {shown} is not an integer in [0, 2**62] (shape {_short(dims)})"
+            )
+    checked = tuple(d for d in dims if isinstance(d, int))
+    if math.prod(checked) > MAX_ELEMENTS:
+        raise CheckpointError(f"{where}: shape {list(checked)} holds more than 2**62 elements")
+    return checked
+
+
+def check_name(name: object, where: str) -> str:
+    """`name` as a tensor name: a string, encodable as UTF-8, with no NUL, of bounded length."""
+    if not isinstance(name, str):
+        raise CheckpointError(f"{where}: tensor name {_short(name)} is not a string")
+    if "\x00" in name:
+        raise CheckpointError(f"{where}: tensor name {name!r} contains a NUL character")
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CheckpointError(
+            f"{where}: tensor name {name!r} is not valid Unicode (a lone surrogate)"
+        ) from None
+    if len(encoded) > MAX_NAME_BYTES:
+        raise CheckpointError(f"{where}: tensor name of {len(encoded)} bytes is too long")
+    return name
+
+
+def load_json(data: bytes | str, where: str, what: str = "JSON") -> Any:
+    """Parse untrusted JSON with bounded nesting, bounded integers and no duplicate keys.
+
+    Nesting too deep for the parser and integers longer than MAX_INT_DIGITS digits are refused
+    while parsing, so no input ends in a RecursionError or a quadratic int conversion.
+    """
+    text = _as_text(data, where, what)
+    try:
+        return json.loads(
+            text, object_pairs_hook=_unique_keys(where), parse_int=_bounded_int(where)
+        )
+    except RecursionError:
+        raise CheckpointError(f"{where}: {what} nests too deep to be a checkpoint header") from None
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{where}: {what} is not valid JSON: {err}") from None
+
+
+def inside_folder(folder: Path, relative: str, where: str, allow_outside: bool = False) -> Path:
+    """`folder / relative`, refused when it resolves (symlinks included) outside `folder`."""
+    candidate = folder / relative
+    if allow_outside:
+        return candidate
+    root = Path(os.path.realpath(folder))
+    resolved = Path(os.path.realpath(candidate))
+    if resolved != root and root not in resolved.parents:
+        raise CheckpointError(
+            f"{where}: {relative!r} resolves to {resolved}, outside the checkpoint folder {root} "
+            "(pass --allow-outside-links to follow links out of the folder)"
+        )
+    return candidate
+
+
+def _as_text(data: bytes | str, where: str, what: str) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"{where}: {what} is not valid UTF-8: {err}") from None
+
+
+def _unique_keys(where: str) -> Any:
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise CheckpointError(f"{where}: the key {key!r} appears twice")
+            result[key] = value
+        return result
+
+    return build
+
+
+def _bounded_int(where: str) -> Any:
+    def parse(digits: str) -> int:
+        if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+            raise CheckpointError(
+                f"{where}: integer of {len(digits)} digits (limit {MAX_INT_DIGITS})"
+            )
+        return int(digits)
+
+    return parse
+
+
+def _short(value: object, limit: int = 60) -> str:
+    """A repr of `value` cut to `limit` characters, for messages about hostile values."""
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "<huge int>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

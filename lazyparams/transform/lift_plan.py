@@ -1,0 +1,224 @@
+"""The mechanics of LiftTransformParams: plan what moves, build the transform, rebuild the model.
+
+For one Relax function with `num_input` (its params after the first `num_input` are weights):
+1. plan: a pure binding is lifted when it reads only weights, lifted values and weight-free
+   values, and at least one weight or lifted value (a weight-free value such as `R.ones` stays,
+   and is copied into the transform when a lifted binding reads it); `R.builtin.stop_lift_params`
+   is a barrier: its operand is lifted, the call and what follows it are not; a binding whose
+   struct info needs a symbolic dim that only the runtime inputs define stays;
+2. the outputs are the weights the remaining model reads as they are (in param order), then the
+   lifted values it reads (in binding order);
+3. build the transform `(params: R.Tuple(weights))` (`num_input` 0), one dataflow block loading
+   each weight at its first use and returning the outputs, with symbolic vars of its own;
+4. rebuild the model function on its runtime inputs and one param per output.
+`compose` chains an existing transform with a new one. Imports `ir`, `op` and `analysis`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lazyparams.analysis.liveness import used_vars
+from lazyparams.errors import TransformError
+from lazyparams.ir import (
+    Binding,
+    BindingBlock,
+    Call,
+    DataflowBlock,
+    DataflowVar,
+    ExprMutator,
+    Function,
+    MatchCast,
+    SeqExpr,
+    StructInfo,
+    Tuple,
+    TupleGetItem,
+    TupleStructInfo,
+    Var,
+    VarBinding,
+    is_pure_call,
+    struct_info_of,
+)
+from lazyparams.ir.fresh_vars import with_fresh_prim_vars
+from lazyparams.ir.prim import PrimVar
+from lazyparams.transform.util import is_op_call, prim_vars
+
+SUFFIX = "_transform_params"
+BARRIER = "builtin.stop_lift_params"
+
+
+@dataclass(slots=True)
+class LiftPlan:
+    """What one function's lifting moves: lifted binding vars, weight-free vars, barriers
+    (binding var -> the lifted operand it stands for) and the transform's outputs."""
+
+    weights: tuple[Var, ...]
+    lifted: set[Var] = field(default_factory=set)
+    weight_free: set[Var] = field(default_factory=set)
+    barriers: dict[Var, Var] = field(default_factory=dict)
+    outputs: list[Var] = field(default_factory=list)
+
+
+# Step 1-2: the plan --------------------------------------------------------------------------
+
+
+def plan_lift(func: Function, first_weight: int) -> LiftPlan:
+    plan = LiftPlan(func.params[first_weight:])
+    known = set(plan.weights)
+    runtime_dims = set(prim_vars([p.struct_info for p in func.params[:first_weight]]))
+    weight_dims = set(prim_vars([w.struct_info for w in plan.weights]))
+    for binding in func.bindings():
+        reads = used_vars(binding.value)
+        if is_op_call(binding.value, BARRIER) and reads and reads[0] in known | plan.lifted:
+            plan.barriers[binding.var] = reads[0]
+        elif _liftable(binding, reads, plan, runtime_dims - weight_dims):
+            target = plan.weight_free if not set(reads) & (known | plan.lifted) else plan.lifted
+            target.add(binding.var)
+    plan.outputs = model_reads(func, plan)
+    return plan
+
+
+def _liftable(
+    binding: Binding, reads: list[Var], plan: LiftPlan, runtime_only: set[PrimVar]
+) -> bool:
+    """Pure, reads nothing computed at run time, needs no dim only the runtime inputs bind."""
+    value = binding.value
+    if isinstance(binding, MatchCast) or (isinstance(value, Call) and not is_pure_call(value)):
+        return False
+    if not all(v in plan.lifted or v in plan.weight_free or v in plan.weights for v in reads):
+        return False
+    return not set(prim_vars([binding.var.struct_info, value])) & runtime_only
+
+
+def model_reads(func: Function, plan: LiftPlan) -> list[Var]:
+    """Weights, then lifted values, that what stays in the model function reads directly."""
+    wanted: dict[Var, None] = {}
+    for binding in func.bindings():
+        if binding.var in plan.barriers:
+            wanted[plan.barriers[binding.var]] = None
+        elif binding.var not in plan.lifted:
+            wanted.update(dict.fromkeys(used_vars(binding.value)))
+    wanted.update(dict.fromkeys(used_vars(func.body.body)))
+    order = [*plan.weights, *(b.var for b in func.bindings() if b.var in plan.lifted)]
+    return [v for v in order if v in wanted]
+
+
+# Step 3: the transform function ---------------------------------------------------------------
+
+
+def build_transform(func: Function, plan: LiftPlan) -> Function:
+    """The transform of `plan`; one passing every weight through in order returns its param
+    as it is, and one with no outputs an empty tuple (as TVM normalises both)."""
+    sinfo = TupleStructInfo(tuple(_sinfo(w) for w in plan.weights))
+    params = Var("params", sinfo)
+    if not plan.lifted and list(plan.outputs) == list(plan.weights):
+        body = SeqExpr((), params if plan.weights else Tuple(()))
+        return with_fresh_prim_vars(Function((params,), body, sinfo, True, {"num_input": 0}))
+    needed = _needed(func, plan)
+    mutator = ExprMutator()
+    bindings: list[Binding] = []
+
+    def load(weight: Var) -> None:
+        if weight not in mutator.var_remap:
+            local = DataflowVar(weight.name_hint, weight.struct_info)
+            bindings.append(VarBinding(local, TupleGetItem(params, plan.weights.index(weight))))
+            mutator.var_remap[weight] = local
+
+    for binding in func.bindings():
+        if binding.var not in needed:
+            continue
+        for var in used_vars(binding.value):
+            if var in plan.weights:
+                load(var)
+        local = DataflowVar(binding.var.name_hint, binding.var.struct_info)
+        bindings.append(VarBinding(local, mutator.visit_expr(binding.value)))
+        mutator.var_remap[binding.var] = local
+    for var in plan.outputs:
+        if var in plan.weights:
+            load(var)
+    fields = tuple(mutator.visit_expr(v) for v in plan.outputs)
+    ret = TupleStructInfo(tuple(struct_info_of(f) for f in fields))
+    result = Var("gv", ret)
+    bindings.append(VarBinding(result, Tuple(fields)))
+    body = SeqExpr((DataflowBlock(tuple(bindings)),), result)
+    return with_fresh_prim_vars(Function((params,), body, ret, True, {"num_input": 0}))
+
+
+def _needed(func: Function, plan: LiftPlan) -> set[Var]:
+    """The lifted and weight-free bindings the outputs need, transitively."""
+    needed: set[Var] = set()
+    pending = [v for v in plan.outputs if v in plan.lifted]
+    values = {b.var: b.value for b in func.bindings()}
+    while pending:
+        var = pending.pop()
+        if var in needed:
+            continue
+        needed.add(var)
+        pending += [v for v in used_vars(values[var]) if v in plan.lifted | plan.weight_free]
+    return needed
+
+
+def _sinfo(var: Var) -> StructInfo:
+    if var.struct_info is None:
+        raise TransformError(
+            f"LiftTransformParams: expected weight {var.name_hint!r} to declare its struct info"
+        )
+    return var.struct_info
+
+
+# Step 4: the model function -------------------------------------------------------------------
+
+
+def build_model(func: Function, plan: LiftPlan) -> Function:
+    first = len(func.params) - len(plan.weights)
+    mutator = ExprMutator()
+    new_params = []
+    for var in plan.outputs:
+        param = var if var in plan.weights else Var(var.name_hint, var.struct_info)
+        mutator.var_remap[var] = param
+        new_params.append(param)
+    for barrier, operand in plan.barriers.items():
+        mutator.var_remap[barrier] = mutator.var_remap[operand]
+    blocks = []
+    for block in func.body.blocks:
+        kept = tuple(_rebuilt(b, mutator) for b in block.bindings if _stays(b, plan))
+        if kept:
+            kind = DataflowBlock if isinstance(block, DataflowBlock) else BindingBlock
+            blocks.append(kind(kept))
+    body = SeqExpr(tuple(blocks), mutator.visit_expr(func.body.body))
+    params = (*func.params[:first], *new_params)
+    return Function(params, body, func.ret_struct_info, func.is_pure, func.attrs)
+
+
+def _stays(binding: Binding, plan: LiftPlan) -> bool:
+    return binding.var not in plan.lifted and binding.var not in plan.barriers
+
+
+def _rebuilt(binding: Binding, mutator: ExprMutator) -> Binding:
+    value = mutator.visit_expr(binding.value)
+    if isinstance(binding, MatchCast):
+        return MatchCast(binding.var, value, binding.struct_info)
+    return VarBinding(binding.var, value)
+
+
+# Composition with an existing transform -------------------------------------------------------
+
+
+def compose(first: Function, then: Function) -> Function:
+    """One transform running `first` on the weights, then `then` on what `first` returns.
+
+    `then`'s tuple param is replaced by `first`'s result; `first`'s params stay the params, so a
+    caller keeps passing the original weights.
+    """
+    blocks = list(first.body.blocks)
+    result = first.body.body
+    if not isinstance(result, Var):
+        bound = Var("previous", struct_info_of(result))
+        blocks.append(BindingBlock((VarBinding(bound, result),)))
+        result = bound
+    mutator = ExprMutator()
+    mutator.var_remap[then.params[0]] = result
+    body = mutator.visit_expr(then.body)
+    assert isinstance(body, SeqExpr)
+    merged = SeqExpr((*blocks, *body.blocks), body.body)
+    return Function(first.params, merged, then.ret_struct_info, True, then.attrs)
