@@ -95,8 +95,10 @@ def _probe(action: str) -> tuple[str, dict]:
 def test_the_pool_reports_every_way_a_case_can_end() -> None:
     actions = ["succeed", "hang", "refuse", "foreign_error", "allocate", "grow", "die", "succeed"]
     with Pool(2, timeout=1.5, memory=1 << 30) as pool:
-        replies = {job[0]: reply for job, reply in pool.run(map(_probe, actions))}
+        answered = [(job[0], reply) for job, reply in pool.run(map(_probe, actions))]
         assert pool.restarts == 3  # after the hang, the growth and the crash
+    assert sorted(label for label, _ in answered) == sorted(actions)  # all answered
+    replies = dict(answered)
     assert replies["succeed"] == replies["succeed"] | {"outcome": "ok", "entry": "m.bin"}
     assert replies["hang"]["outcome"] == "hang"
     assert "probes.py" in replies["hang"]["traceback"]  # where it hung, from faulthandler

@@ -7,10 +7,12 @@ LazyParamsError) or a finding (`error`, `memory`, `mismatch`, `leftover`) with t
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib
 import os
 import pickle
+import pkgutil
 import resource
 import shutil
 import signal
@@ -153,27 +155,39 @@ def _resolve(action: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def peak_rss() -> int:
-    """This process's peak resident memory so far, in bytes (Linux counts KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def _status_kib(field: str) -> int:
+    """A memory figure of /proc/self/status (VmRSS, VmHWM), in KiB; 0 where there is none."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
-def _check_growth(result: dict[str, Any], before: int, baseline: int, allowed: int) -> None:
-    """Turn a case that raised the peak RSS past `baseline + allowed` into a memory finding
-    (and retire the worker, so the next case starts from a low peak again)."""
-    after = peak_rss()
-    if after > before and after - baseline > allowed and result["outcome"] in ("ok", "refused"):
-        grown = (after - baseline) >> 20
-        last = (
-            f"peak RSS grew by {grown} MiB (allowed {allowed >> 20} MiB) and it {result['outcome']}"
-        )
-        result |= {"outcome": "memory", "type": "RSS", "last_line": last, "retire": True}
+def reset_peak() -> int:
+    """Reset this process's peak RSS to its current RSS (Linux clear_refs); the RSS in bytes."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+    return _status_kib("VmRSS") << 10
 
 
-def handle(request: dict[str, Any], scratch: Path, baseline: int = 0) -> dict[str, Any]:
+def _check_growth(result: dict[str, Any], before: int, allowed: int) -> None:
+    """Turn a case whose peak RSS rose past `before + allowed` into a memory finding (and
+    retire the worker, so the next case starts small again)."""
+    grown = (_status_kib("VmHWM") << 10) - before
+    if before and grown > allowed and result["outcome"] in ("ok", "refused"):
+        last = f"peak RSS grew by {grown >> 20} MiB (allowed {allowed >> 20} MiB), then it "
+        result |= {"outcome": "memory", "type": "RSS", "last_line": last + result["outcome"]}
+        result["retire"] = True
+
+
+def handle(request: dict[str, Any], scratch: Path) -> dict[str, Any]:
     """Run one request in a fresh folder under `scratch`; the reply (never raises)."""
     work = Path(tempfile.mkdtemp(dir=scratch))
-    before = peak_rss()
+    before = reset_peak()
     started = time.perf_counter()
     faulthandler.dump_traceback_later(request.get("timeout", 2.0) * 0.9, exit=False)
     try:
@@ -185,11 +199,19 @@ def handle(request: dict[str, Any], scratch: Path, baseline: int = 0) -> dict[st
         faulthandler.cancel_dump_traceback_later()
         shutil.rmtree(work, ignore_errors=True)
     result["seconds"] = time.perf_counter() - started
-    if baseline:
-        _check_growth(
-            result, before, baseline, int(os.environ.get("LAZYPARAMS_FUZZ_RSS", 64 << 20))
-        )
+    _check_growth(result, before, int(os.environ.get("LAZYPARAMS_FUZZ_RSS", 64 << 20)))
     return result
+
+
+def _import_everything() -> None:
+    """Import the engine and every io module now, before the limits and the first case's
+    clock (a first case that paid for the imports would look slow)."""
+    import lazyparams.engine
+    import lazyparams.io
+
+    for module in pkgutil.iter_modules(lazyparams.io.__path__, "lazyparams.io."):
+        importlib.import_module(module.name)
+    importlib.import_module(lazyparams.engine.__name__)
 
 
 def _limit(memory: int, file_size: int) -> None:
@@ -204,15 +226,14 @@ def main() -> None:
     """Serve requests until stdin closes; stdout carries only replies (prints go to stderr)."""
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    import lazyparams.engine  # noqa: F401 - imported before the limit, as every case needs it
+    _import_everything()
 
     _limit(int(os.environ.get("LAZYPARAMS_FUZZ_MEMORY", 1 << 30)), 64 << 20)
     scratch = Path(tempfile.mkdtemp(prefix="lazyparams-fuzz-worker-"))
     write_frame(replies, "ready")
-    baseline = peak_rss()
     try:
         while (request := read_frame(sys.stdin.buffer)) is not None:
-            reply = handle(request, scratch, baseline)
+            reply = handle(request, scratch)
             write_frame(replies, reply)
             if reply.get("retire"):
                 break
