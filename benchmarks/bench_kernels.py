@@ -1,13 +1,13 @@
-"""Benchmark: the layout, cast, quantization and concat kernels against a plain memory copy.
+"""Benchmark: the layout, cast, concat and quantization kernels against a plain memory copy.
 
 For each kernel and input size it times, side by side in one run (best of N, interleaved):
-`np.copyto` of the input's and of the output's bytes into preallocated buffers (the floor any
-kernel that reads its input and writes its output must pay), the straightforward numpy version
-the kernels replaced, the `*_into` loop writing into a preallocated output with only the numpy
-loops and with the compiled loops (when the extension is built), and the registered kernel as
-the VM runs it (fresh output included). "best / memcpy" divides the `*_into` time the library
-uses (compiled when built, else the numpy loops) by the larger of the two copies: a plain memory
-copy of the bytes the kernel moves.
+`np.copyto` between paged-in buffers of as many bytes as the kernel reads and writes in all (a
+copy of (input + output) / 2 bytes: the floor any kernel that reads its input and writes its
+output must pay); the straightforward numpy version the kernels replaced; the `*_into` loop
+writing into a preallocated output (compiled loops when built); the registered kernel as the VM
+runs it, its output from the buffer pool (a freed output of the same size, pages already in);
+and the same kernel given a fresh output (its pages fault in on first write). Times are in
+nanoseconds per input element; the ratios divide by the memcpy time.
 
     python benchmarks/bench_kernels.py --sizes 64,256 --repeat 7
 """
@@ -15,6 +15,7 @@ copy of the bytes the kernel moves.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import platform
@@ -28,6 +29,7 @@ import numpy as np
 
 import lazyparams.op  # noqa: F401  (registers the ops)
 from lazyparams.runtime import fast, native, quant, run_kernel
+from lazyparams.runtime.pool import BUFFERS
 
 Array = np.ndarray[Any, Any]
 MIB = 1 << 20
@@ -84,7 +86,7 @@ def _square(mib: float, dtype: Any) -> Array:
 
 
 def _transposes(mib: int) -> Iterator[Case]:
-    for dtype in (np.float32, np.float16):
+    for dtype in (np.float32, np.float16, BF16):
         x = _square(mib, dtype)
         out = np.empty_like(x)
         yield Case(
@@ -96,22 +98,38 @@ def _transposes(mib: int) -> Iterator[Case]:
             lambda x=x, out=out: fast.permute_dims_into(x, (1, 0), out),
         )
     x = _square(mib, np.float32)
-    x3 = x.reshape(16, x.shape[0] // 16, x.shape[1])
-    out3 = np.empty((16, x3.shape[2], x3.shape[1]), x.dtype)
-    yield Case(
-        "permute_dims float32 (0, 2, 1)",
-        [x3],
-        "permute_dims",
-        {"axes": (0, 2, 1)},
-        lambda: np.ascontiguousarray(np.transpose(x3, (0, 2, 1))),
-        lambda: fast.permute_dims_into(x3, (0, 2, 1), out3),
-    )
+    for shape, axes in (
+        ((16, x.shape[0] // 16, x.shape[1]), (0, 2, 1)),
+        ((x.shape[0] // 64, 64, x.shape[1]), (1, 0, 2)),
+    ):
+        x3 = x.reshape(shape)
+        out3 = np.empty(tuple(shape[a] for a in axes), x.dtype)
+        yield Case(
+            f"permute_dims float32 {axes}",
+            [x3],
+            "permute_dims",
+            {"axes": axes},
+            lambda x3=x3, axes=axes: np.ascontiguousarray(np.transpose(x3, axes)),
+            lambda x3=x3, axes=axes, out3=out3: fast.permute_dims_into(x3, axes, out3),
+        )
+
+
+CAST_PAIRS = [
+    (BF16, np.float16),
+    (np.float32, np.float16),
+    (np.float32, BF16),
+    (np.float16, np.float32),
+    (BF16, np.float32),
+    (np.float16, BF16),
+    (np.float32, F8),
+    (F8, np.float32),
+    (np.int64, np.int32),
+    (np.int32, np.int64),
+]
 
 
 def _casts(mib: int) -> Iterator[Case]:
-    pairs = [(np.float32, np.float16), (np.float32, BF16), (np.float32, F8)]
-    pairs += [(np.float16, np.float32), (BF16, np.float32), (F8, np.float32)]
-    for src, dst in pairs:
+    for src, dst in CAST_PAIRS:
         x = _square(mib, src)
         out = np.empty(x.shape, dst)
         yield Case(
@@ -150,15 +168,17 @@ def _quantizers(mib: int) -> Iterator[Case]:
 
 
 def _concats(mib: int) -> Iterator[Case]:
-    x = _square(mib / 2, np.float32)
-    y = x + 1
+    """Three parts, as fused q/k/v weights are, along rows and along columns."""
+    x = _square(mib / 3, np.float32)
+    parts = (x, x + 1, x + 2)
     for axis in (0, 1):
         yield Case(
-            f"concat float32 x2 axis={axis}",
-            [(x, y)],
+            f"concat float32 x3 axis={axis}",
+            [parts],
             "concat",
             {"axis": axis},
-            lambda axis=axis: np.concatenate((x, y), axis=axis),
+            lambda axis=axis: np.concatenate(parts, axis=axis),
+            lambda axis=axis: fast.concat(parts, axis),
         )
 
 
@@ -180,10 +200,15 @@ def _buffers(nbytes: int) -> tuple[Array, Array]:
     return np.ones(nbytes, np.uint8), np.ones(nbytes, np.uint8)
 
 
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+_clock = [time.perf_counter]
+
+
 def _time(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
+    clock = _clock[0]
+    start = clock()
     result = fn()
-    elapsed = time.perf_counter() - start
+    elapsed = clock() - start
     del result  # freed outside the timed region, as a kernel's result is freed by its consumer
     return elapsed
 
@@ -191,58 +216,62 @@ def _time(fn: Callable[[], Any]) -> float:
 def measure(case: Case, repeat: int) -> dict[str, float]:
     """Best-of-`repeat` seconds of each variant, the variants interleaved within each round."""
     case.out_bytes = _output_bytes(run_kernel(case.op, case.inputs, case.attrs))
-    src, dst = _buffers(case.out_bytes)
-    in_bytes = _output_bytes(tuple(case.inputs))
-    in_src, in_dst = (src, dst) if in_bytes == case.out_bytes else _buffers(in_bytes)
+    moved = (_output_bytes(tuple(case.inputs)) + case.out_bytes) // 2
+    src, dst = _buffers(moved)
+    kernel = functools.partial(run_kernel, case.op, case.inputs, case.attrs)
     variants: dict[str, Callable[[], Any]] = {
         "memcpy": lambda: np.copyto(dst, src),
-        "memcpy_in": lambda: np.copyto(in_dst, in_src),
         "old": case.old,
-        "kernel": lambda: run_kernel(case.op, case.inputs, case.attrs),
+        "kernel": kernel,
     }
     if case.into is not None:
-        into = case.into
-        variants["numpy"] = lambda: _without_native(into)
-        if native.available():
-            variants["native"] = into
+        variants["into"] = case.into
+    with BUFFERS.watch(lambda: 1 << 40):  # the pool keeps what the timed kernel frees
+        best = _best(variants, repeat)
+    best |= _best({"fresh": kernel}, repeat)  # unwatched, the pool hands out fresh arrays
+    return best
+
+
+def _best(variants: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
     best = dict.fromkeys(variants, math.inf)
     for fn in variants.values():
-        fn()  # warm up: tables, page cache, allocator
+        fn()  # warm up: tables, page cache, allocator, the pool
     for _ in range(repeat):
         for name, fn in variants.items():
             best[name] = min(best[name], _time(fn))
     return best
 
 
-def _without_native(fn: Callable[[], Any]) -> Any:
-    with native.use_native(False):
-        return fn()
+def _elements(case: Case) -> int:
+    """Input elements (all parts of a concat)."""
+    first = case.inputs[0]
+    return sum(p.size for p in first) if isinstance(first, tuple) else int(first.size)
 
 
 def _row(case: Case, t: dict[str, float]) -> str:
-    ms = {k: v * 1e3 for k, v in t.items()}
-    floor = max(ms["memcpy"], ms["memcpy_in"])
-    best = ms.get("native", ms.get("numpy", ms["kernel"]))
+    ns = {k: v * 1e9 / _elements(case) for k, v in t.items()}
     x = case.inputs[0][0] if isinstance(case.inputs[0], tuple) else case.inputs[0]
+    into = ns.get("into")
     cells = [
         case.name,
         "x".join(map(str, x.shape)),
-        f"{case.out_bytes / MIB:.3g} MiB",
-        f"{ms['memcpy_in']:.1f}",
-        f"{ms['memcpy']:.1f}",
-        f"{ms['old']:.1f}",
-        "-" if "numpy" not in ms else f"{ms['numpy']:.1f}",
-        "-" if "native" not in ms else f"{ms['native']:.1f}",
-        f"{ms['kernel']:.1f}",
-        f"**{best / floor:.2f}x**",
-        f"{ms['old'] / best:.1f}x",
+        f"{(_output_bytes(tuple(case.inputs)) + case.out_bytes) / MIB:.0f}",
+        f"{ns['memcpy']:.2f}",
+        f"{ns['old']:.2f}",
+        "-" if into is None else f"{into:.2f}",
+        f"{ns['kernel']:.2f}",
+        f"{ns['fresh']:.2f}",
+        "-" if into is None else f"{into / ns['memcpy']:.2f}x",
+        f"**{ns['kernel'] / ns['memcpy']:.2f}x**",
+        f"{ns['fresh'] / ns['memcpy']:.2f}x",
     ]
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = (
-    "| kernel | input shape | output | memcpy in ms | memcpy out ms | plain numpy ms "
-    "| numpy loops ms | compiled ms | kernel ms | best / memcpy | plain / best |\n"
+    "| kernel | input shape | MiB read + written | memcpy ns/el | plain numpy ns/el "
+    "| into ns/el | kernel ns/el | fresh output ns/el | into / memcpy | kernel / memcpy "
+    "| fresh / memcpy |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
@@ -254,10 +283,19 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=7, help="rounds; the best time is kept")
     parser.add_argument("--only", default=",".join(GROUPS), help="groups: " + ", ".join(GROUPS))
+    parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="wall time, or the CPU time of this thread (page faults included; the kernels run "
+        "on it), which other processes on a busy machine disturb less",
+    )
     args = parser.parse_args()
+    _clock[0] = CLOCKS[args.clock]
     print(
         f"numpy {np.__version__}, {os.cpu_count()} CPUs, {platform.processor() or 'cpu'}; "
-        f"best of {args.repeat}; compiled loops {'built' if native.available() else 'absent'}\n"
+        f"best of {args.repeat} ({args.clock} clock); "
+        f"compiled loops {'built' if native.enabled() else 'absent'}\n"
     )
     print(HEADER)
     for mib in (int(s) for s in args.sizes.split(",")):

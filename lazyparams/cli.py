@@ -1,15 +1,19 @@
 """The `lazyparams` command: `plan`, `convert`, `show` and `demo`, a thin layer over the engine.
 
 Exit codes: 0 success, 1 an error (one line naming the culprit, no traceback), 2 a usage
-error, 130 interrupted. Imports the engine (and, for `show`, the script printer), each part
-only when a command needs it, so that `--help` and `--version` answer at once.
+error, 130 interrupted (Ctrl-C or SIGTERM). Imports the engine (and, for `show`, the script
+printer), each part only when a command needs it, so that `--help` and `--version` answer at
+once.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +166,7 @@ def _convert_parser(commands: Any, full: bool) -> None:
     )
     if not full:
         return
+    from lazyparams.engine.fingerprint import VERIFY_MODES
     from lazyparams.io.detect import SINK_FORMATS
 
     _spec_and_source(command)
@@ -178,6 +183,13 @@ def _convert_parser(commands: Any, full: bool) -> None:
         help="split safetensors into shards, or GGUF into llama.cpp's NAME-0000K-of-0000N.gguf",
     )
     command.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    command.add_argument(
+        "--verify-resume",
+        choices=VERIFY_MODES,
+        default="sampled",
+        help="how the source is checked to be the interrupted run's: sampled (default: a hash "
+        "of each file's header and spread blocks) or full (every byte, at the start of both runs)",
+    )
     command.add_argument("--no-progress", action="store_true", help="draw no progress bars")
     command.add_argument(
         "--cluster",
@@ -306,6 +318,7 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
         format=args.format,
         shard_size=args.shard_size,
         resume=args.resume,
+        verify_resume=args.verify_resume,
         progress=not args.no_progress,
         workers=args.workers,
         metadata=_metadata(args),
@@ -482,14 +495,33 @@ def _error(message: str) -> None:
 
 
 def _partial_hint(args: argparse.Namespace) -> None:
+    from lazyparams.engine.dst_lock import is_locked
     from lazyparams.engine.journal import work_dir
 
     dst = getattr(args, "dst", None)
-    if dst is not None and work_dir(Path(dst)).exists():
+    if dst is not None and work_dir(Path(dst)).exists() and not is_locked(Path(dst)):
         _error(
             f"the partial output is kept in {work_dir(Path(dst))}; rerun with --resume to "
             "continue, or without it to start over"
         )
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops a command as Ctrl-C does (KeyboardInterrupt: the output keeps what a
+    resume needs, exit code 130); the previous handler comes back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -502,7 +534,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
 
     try:
-        return _COMMANDS[args.command](args, Console(highlight=False))
+        with _terminate_as_interrupt():
+            return _COMMANDS[args.command](args, Console(highlight=False))
     except LazyParamsError as err:
         _error(str(err))
         _partial_hint(args)

@@ -70,13 +70,21 @@ def convert_on_cluster(
         prepared = prepare(transform, source, src_path, dst, format, shard, resume, metadata)
         resolved, traced, target = prepared.resolved, prepared.traced, prepared.target
         job = prepared.job
-        with connect(cluster, limit) as client:
-            workers = cluster_workers(client)
-            sizes = (size, shard, limit)
-            partition = _partitioned(traced, source, resolved.name, workers, sizes)
-            staged = stage_output(target, job, partition, source)
-            run = _Run(transform, src_path, partition, staged, workers, json.dumps(job))
-            results = _run_parts(client, run, source, target, progress)
+        try:
+            if target.resuming and target.format != "safetensors":
+                raise ConvertError(
+                    f"resume: a cluster run resumes safetensors output, not {target.format}; "
+                    "expected the interrupted run resumed on one machine (or run without resume)"
+                )
+            with connect(cluster, limit) as client:
+                workers = cluster_workers(client)
+                sizes = (size, shard, limit)
+                partition = _partitioned(traced, source, resolved.name, workers, sizes)
+                staged = stage_output(target, job, partition, source)
+                run = _Run(transform, src_path, partition, staged, workers, json.dumps(job))
+                results = _run_parts(client, run, source, target, progress)
+        finally:
+            target.release()  # the destination's lock, taken by prepare
     return ClusterReport(
         partition=partition,
         destination=str(target.path),

@@ -30,8 +30,13 @@ class Staged:
     """Where parts write: `target(name)` is an output's file and offset; `record` journals a
     finished part's outputs; `publish` puts the output in place; `stop` keeps what resumes."""
 
-    def __init__(self, staged: StagedSafetensors, final: Destination | None = None) -> None:
-        self.staged, self.final = staged, final
+    def __init__(
+        self,
+        staged: StagedSafetensors,
+        final: Destination | None = None,
+        job: dict[str, Any] | None = None,
+    ) -> None:
+        self.staged, self.final, self.job = staged, final, job or {}
         self.order: Sequence[str] = ()
 
     def target(self, name: str) -> tuple[str, int]:
@@ -45,7 +50,7 @@ class Staged:
         if self.final is None:
             self.staged.finalize()
             return
-        copy_into_sink(self.staged, self.final, self.order)
+        copy_into_sink(self.staged, self.final, self.order, self.job)
         self.staged.abort()
 
     def stop(self, keep: bool = True) -> None:
@@ -76,7 +81,7 @@ def stage_output(
         return Staged(output)
     hidden = target.path.parent / f".{target.path.name}.parts"
     raw = [as_raw_bytes(info) for info in target.outputs]
-    staged = Staged(StagedSafetensors(hidden, raw, None, job, False), target)
+    staged = Staged(StagedSafetensors(hidden, raw, None, job, False), target, job)
     staged.order = _one_machine_order(target, partition, source)
     return staged
 

@@ -19,6 +19,7 @@ import lazyparams.script  # noqa: F401 - the printer: a job is identified by its
 from lazyparams.engine.chunking import row_externs, takes_rows
 from lazyparams.engine.compile import FUNC, function_of, names_of, output_infos, trace_transform
 from lazyparams.engine.destination import Destination, destination, job_description
+from lazyparams.engine.fingerprint import check_mode
 from lazyparams.engine.output import Output
 from lazyparams.engine.partition import cluster_entry
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
@@ -100,6 +101,7 @@ def convert(
     format: str | None = ...,
     shard_size: int | str | None = ...,
     resume: bool = ...,
+    verify_resume: str = ...,
     progress: bool = ...,
     workers: int = ...,
     metadata: Mapping[str, Any] | None = ...,
@@ -118,6 +120,7 @@ def convert(
     format: str | None = ...,
     shard_size: int | str | None = ...,
     resume: bool = ...,
+    verify_resume: str = ...,
     progress: bool = ...,
     workers: int = ...,
     metadata: Mapping[str, Any] | None = ...,
@@ -136,6 +139,7 @@ def convert(
     format: str | None = None,
     shard_size: int | str | None = None,
     resume: bool = False,
+    verify_resume: str = "sampled",
     progress: bool = True,
     workers: int = 1,
     metadata: Mapping[str, Any] | None = None,
@@ -152,7 +156,10 @@ def convert(
     `lazyparams.io.GGUFSink`). `budget` refuses the run if the
     predicted peak exceeds it. Output appears at `dst` only when complete; a safetensors run
     that is interrupted (or fails) keeps its work beside `dst`, and `resume=True` continues it,
-    computing only the missing outputs, to a byte-identical result. `workers` > 1 runs that
+    computing only the missing outputs, to a byte-identical result; what it reuses is checked
+    by content (the source files against the fingerprints recorded when the run started:
+    `verify_resume="sampled"`, or `"full"` to hash every byte; npz, npy and GGUF outputs
+    against their recorded CRCs). `workers` > 1 runs that
     many independent steps at once (loads ahead of computing, writes beside it), never holding
     more than the budget (without one, `plan.worker_budget_bytes`). `progress` draws bars on
     stderr. `cluster` (a `distributed.Client`, a scheduler address or `local:N`) runs the
@@ -185,24 +192,35 @@ def convert(
     shard = size_or_none(shard_size, "shard_size")
     check_workers(workers)
     with opened(src, allow_outside_links) as source:
-        prepared = prepare(transform, source, src, dst, format, shard, resume, metadata)
-        resolved, traced, target = prepared.resolved, prepared.traced, prepared.target
-        job = prepared.job
-        missing = [info.name for info in prepared.outputs if info.name not in target.done]
-        the_plan = build_plan(
-            traced,
-            source,
-            spec=resolved.name,
-            keep=missing,
-            budget=limit,
-            workers=workers,
-            rows=takes_rows(target),
+        prepared = prepare(
+            transform, source, src, dst, format, shard, resume, metadata, verify_resume
         )
-        the_plan = replace(the_plan, target=resolved.describe(the_plan.outputs))
-        the_plan.check_budget()
-        discarded = target.has_partial and not target.resuming
-        run = _write(the_plan, source, target, job, progress)
-    return _report(the_plan, target, run, discarded, time.perf_counter() - started)
+        try:
+            the_plan, discarded, run = _plan_and_write(prepared, source, limit, workers, progress)
+        finally:
+            prepared.target.release()  # the destination's lock, taken by prepare
+    return _report(the_plan, prepared.target, run, discarded, time.perf_counter() - started)
+
+
+def _plan_and_write(
+    prepared: Prepared, source: CheckpointSource, limit: int | None, workers: int, progress: bool
+) -> tuple[Plan, bool, _Run]:
+    """Plan the outputs still missing, check the budget, then write them."""
+    target, resolved = prepared.target, prepared.resolved
+    missing = [info.name for info in prepared.outputs if info.name not in target.done]
+    the_plan = build_plan(
+        prepared.traced,
+        source,
+        spec=resolved.name,
+        keep=missing,
+        budget=limit,
+        workers=workers,
+        rows=takes_rows(target),
+    )
+    the_plan = replace(the_plan, target=resolved.describe(the_plan.outputs))
+    the_plan.check_budget()
+    discarded = target.has_partial and not target.resuming
+    return the_plan, discarded, _write(the_plan, source, target, prepared.job, progress)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +244,7 @@ def prepare(
     shard_size: int | None,
     resume: bool,
     metadata: Mapping[str, Any] | None,
+    verify: str = "sampled",
 ) -> Prepared:
     """Trace SPEC against the source, choose and check the destination (format, metadata) and
     prepare it (an existing output refused, an interrupted one read for resume)."""
@@ -237,7 +256,7 @@ def prepare(
     target = destination(
         dst, outputs, format=chosen, shard_size=shard_size, resume=resume, metadata=meta
     )
-    job = job_description(traced.script(), source, outputs, target)
+    job = job_description(traced.script(), source, outputs, target, check_mode(verify))
     target.prepare(job)
     return Prepared(resolved, traced, outputs, target, job)
 

@@ -2,8 +2,9 @@
 
 DST is a path (safetensors by default, or the format its extension or `format` names), a dict
 (filled with the outputs once complete) or a sink object. Checks: the format and its options,
-that no output file exists yet, and, on resume, that the interrupted job is this one. Imports
-`io` and the engine's own modules.
+that the outputs' names and dtypes can be stored; then, holding DST's lock, that no output file
+exists yet and, on resume, that the interrupted job is this one (by content). Imports `io` and
+the engine's own modules.
 """
 
 from __future__ import annotations
@@ -16,14 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lazyparams.engine.dst_lock import DestinationLock
+from lazyparams.engine.fingerprint import fingerprints
 from lazyparams.engine.journal import work_dir
+from lazyparams.engine.layouts import Layout, plan_layout
 from lazyparams.engine.output import (
+    SOURCE_FILES,
     Output,
     SinkOutput,
     StagedSafetensors,
     published_files,
     resumable_done,
 )
+from lazyparams.engine.staged import PUBLISHING_FILE, StagedFiles, verified_done
 from lazyparams.errors import ConvertError
 from lazyparams.io import (
     SINK_FORMATS,
@@ -31,16 +37,18 @@ from lazyparams.io import (
     DictSink,
     TensorInfo,
     check_gguf_metadata,
-    open_sink,
     plan_gguf_parts,
     plan_shards,
 )
+from lazyparams.io.gguf_format import check_gguf_dtypes
+from lazyparams.io.numpy_sink import refuse_block_types
+from lazyparams.io.output_names import check_output_names
 
 SAFETENSORS = "safetensors"
 GGUF = "gguf"
 _SHARDABLE = (SAFETENSORS, GGUF)
 _BY_SUFFIX = {".npz": "npz", ".gguf": "gguf"}
-JOB_VERSION = 1
+JOB_VERSION = 2
 
 
 @dataclass(slots=True)
@@ -55,6 +63,9 @@ class Destination:
     metadata: Mapping[str, Any] | None = None
     done: set[str] = field(default_factory=set)
     resuming: bool = False
+    lock: DestinationLock | None = None
+    records: dict[str, int] = field(default_factory=dict)
+    _layout: Layout | None = field(default=None, init=False, repr=False)
 
     @property
     def path(self) -> Path | None:
@@ -75,22 +86,68 @@ class Destination:
 
     @property
     def has_partial(self) -> bool:
-        """Whether an interrupted safetensors conversion left a work folder for this path."""
-        path = self.path
-        return path is not None and self.format == SAFETENSORS and work_dir(path).exists()
+        """Whether an interrupted conversion left a work folder for this path."""
+        return self.path is not None and work_dir(self.path).exists()
 
     def prepare(self, job: dict[str, Any]) -> None:
-        """Refuse an existing output; on resume, read the outputs already written."""
-        for path in [] if self.path is None else [self.path, *self.files()]:
-            if path.exists():
+        """Lock the destination, refuse an existing output; on resume, read (and for npz, npy
+        and GGUF verify) the outputs already written. The lock is held until `release`."""
+        if self.path is None:
+            return
+        self.lock = DestinationLock(self.path)
+        try:
+            self._check_free()
+            if self.resume:
+                self._read_partial(job)
+        except BaseException:
+            self.release()
+            raise
+
+    def _check_free(self) -> None:
+        assert self.path is not None
+        publishing = (work_dir(self.path) / PUBLISHING_FILE).exists()
+        for path in [self.path, *self.files()]:
+            if not path.exists() or (publishing and self.resume):
+                continue
+            if publishing:
                 raise ConvertError(
-                    f"{path}: already exists; expected a destination that does not exist "
-                    "(remove it or choose another)"
+                    f"{path}: published by an interrupted conversion that was stopped while "
+                    f"moving its parts into place (the rest are in {work_dir(self.path)}); "
+                    "rerun with --resume to finish publishing"
                 )
-        if self.resume and self.path is not None:
-            done = resumable_done(self.path, job)
-            self.resuming = done is not None
-            self.done = done or set()
+            raise ConvertError(
+                f"{path}: already exists; expected a destination that does not exist "
+                "(remove it or choose another)"
+            )
+
+    def _read_partial(self, job: dict[str, Any]) -> None:
+        assert self.path is not None
+        done = resumable_done(self.path, job)
+        self.resuming = done is not None
+        if done is not None and self.format != SAFETENSORS:
+            self.records = verified_done(self.path, self.layout())
+            done = set(self.records)
+        self.done = done or set()
+
+    def layout(self) -> Layout:
+        """Where each output goes in an npz, npy or GGUF destination (computed once)."""
+        assert self.path is not None
+        if self._layout is None:
+            header = check_gguf_metadata(self.metadata, where=str(self.path))
+            self._layout = plan_layout(
+                self.path,
+                self.format,
+                self.outputs,
+                shard_size=self.shard_size,
+                metadata=header,
+                scratch=work_dir(self.path) / "layout",
+            )
+        return self._layout
+
+    def release(self) -> None:
+        """Let go of the destination's lock (idempotent)."""
+        if self.lock is not None:
+            self.lock.release()
 
     def open(self, job: dict[str, Any]) -> Output:
         """Start writing: creates the output's temporaries (which also checks it is writable)."""
@@ -100,14 +157,8 @@ class Destination:
             return SinkOutput(self.target, [])  # type: ignore[arg-type]
         if self.format == SAFETENSORS:
             return StagedSafetensors(self.path, self.outputs, self.shard_size, job, self.resuming)
-        sink = open_sink(
-            self.path,
-            self.outputs,
-            format=self.format,
-            shard_size=self.shard_size,
-            metadata=self.metadata,
-        )
-        return SinkOutput(sink, [str(file) for file in self.files()])
+        done = self.records if self.resuming else None
+        return StagedFiles(self.path, self.layout(), self.outputs, job, done)
 
 
 class DictOutput(SinkOutput):
@@ -143,8 +194,8 @@ def destination(
             raise ConvertError(
                 f"shard_size: sharding is for safetensors and gguf output, not {chosen}"
             )
-        if resume and chosen != SAFETENSORS:
-            raise ConvertError(f"resume: only safetensors output is resumable, not {chosen}")
+        if chosen != SAFETENSORS:
+            _check_storable(path, chosen, outputs)
         if metadata is not None and chosen != GGUF:
             raise ConvertError(f"metadata: key/value metadata is for gguf output, not {chosen}")
         if metadata is not None:
@@ -160,6 +211,15 @@ def destination(
         _check_declared(dst, outputs)
         return Destination(dst, tuple(outputs))
     raise ConvertError(f"expected a destination path, dict or sink, got {type(dst).__name__}")
+
+
+def _check_storable(path: Path, format: str, outputs: Sequence[TensorInfo]) -> None:
+    """Refuse outputs an npz, npy folder or GGUF cannot hold (names, dtypes), before any data."""
+    if format == GGUF:
+        check_gguf_dtypes(path, outputs)
+    else:
+        refuse_block_types(path, outputs)
+    check_output_names(str(path), [info.name for info in outputs], format)
 
 
 def _format(path: Path, format: str | None) -> str:
@@ -180,14 +240,21 @@ def _check_declared(sink: Any, outputs: Sequence[TensorInfo]) -> None:
 
 
 def job_description(
-    transform_text: str, source: Any, outputs: Sequence[TensorInfo], dst: Destination
+    transform_text: str,
+    source: Any,
+    outputs: Sequence[TensorInfo],
+    dst: Destination,
+    verify: str = "sampled",
 ) -> dict[str, Any]:
-    """What identifies a conversion, so that a resume continues only the same one."""
+    """What identifies a conversion, so that a resume continues only the same one: digests of
+    the transform, the source's tensors and the outputs, the options, and the source files'
+    content fingerprints (`verify`: sampled or full, see `fingerprint`)."""
     inputs = [(n, source.info(n).shape, source.info(n).dtype) for n in source.names()]
     return {
         "version": JOB_VERSION,
         "transform": _digest(transform_text),
-        "source": _digest([inputs, _source_files(source)]),
+        "source": _digest(inputs),
+        SOURCE_FILES: fingerprints(_source_files(source), verify),
         "outputs": _digest([(i.name, i.shape, i.dtype) for i in outputs]),
         "format": dst.format,
         "shard_size": dst.shard_size,
@@ -199,16 +266,14 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _source_files(source: Any) -> list[tuple[str, int, int]]:
-    """(name, size, mtime) of the files a source reads, so an edited source is noticed."""
+def _source_files(source: Any) -> list[Path]:
+    """The files a source reads, so that an edited source is noticed."""
     raw = getattr(source, "path", None)
     if not isinstance(raw, str) or not os.path.exists(raw):
         return []
     path = Path(raw)
     if path.is_dir():
-        files = [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
-    else:
-        shards = sorted(set(getattr(source, "weight_map", {}).values()))
-        files = [path, *(path.parent / name for name in shards)]
-    stats = [(p, p.stat()) for p in files if p.exists()]
-    return [(p.name, st.st_size, st.st_mtime_ns) for p, st in stats]
+        return [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
+    shards = sorted(set(getattr(source, "weight_map", {}).values()))
+    files = dict.fromkeys([path, *(path.parent / name for name in shards)])  # once each
+    return [p for p in files if p.exists()]

@@ -2,8 +2,8 @@
 
 safetensors (the default) is built in the work folder beside DST (see `journal`): shard files
 preallocated with their headers, each tensor written at its offset, then synced and journaled
-in batches, so a killed run can resume; `finalize` renames the result into place. Other
-formats go through the io layer's atomic sinks; a sink object the caller holds is used as
+in batches, so a killed run can resume; `finalize` renames the result into place. npz, npy
+and GGUF are built the same way (see `staged`); a sink object the caller holds is used as
 given. Imports `io` and the engine's own modules.
 """
 
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from lazyparams.engine.fingerprint import check_unchanged
 from lazyparams.engine.journal import (
     Journal,
     WorkLock,
@@ -37,6 +38,8 @@ from lazyparams.io.staging import fsync_path
 DATA_DIR = "data"
 _SYNC = getattr(os, "fdatasync", os.fsync)
 
+SOURCE_FILES = "source_files"
+"""The job key holding the source files' content fingerprints (see `fingerprint`)."""
 JOURNAL_SECONDS = 0.25
 """Finished outputs are synced and journaled together at most this often (and at the end)."""
 
@@ -308,7 +311,9 @@ def resumable_done(dst: Path, job: dict[str, Any]) -> set[str] | None:
     if previous is None:
         return None
     for key, value in job.items():
-        if previous.get(key) != value:
+        if key == SOURCE_FILES:
+            check_unchanged(previous.get(key) or {}, value, f"{dst}")
+        elif previous.get(key) != value:
             raise ConvertError(
                 f"{dst}: the interrupted conversion in {work} had a different {key}; expected "
                 "the same transform, source and options to resume (run without --resume to "

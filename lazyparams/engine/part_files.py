@@ -1,5 +1,5 @@
 """The files of a partitioned run: outputs written by offset into files laid out elsewhere,
-and a staged safetensors file copied into another format's sink.
+and a staged safetensors file copied into another format's staged output.
 
 The cluster layer uses these and the types it names from the layers below through this module,
 as it imports the engine only. Imports `io` and the engine's own modules.
@@ -15,7 +15,7 @@ from typing import Any
 from lazyparams.engine.destination import Destination
 from lazyparams.engine.output import StagedSafetensors
 from lazyparams.errors import CheckpointError
-from lazyparams.io import CheckpointSource, SafetensorsSource, TensorInfo, check_declared, open_sink
+from lazyparams.io import CheckpointSource, SafetensorsSource, TensorInfo, check_declared
 from lazyparams.io.filemap import write_array_at
 from lazyparams.io.partial import rows_offset
 from lazyparams.ir import IRModule
@@ -70,20 +70,22 @@ class OffsetOutput:
             os.close(self._fds.popitem()[1])
 
 
-def copy_into_sink(staged: StagedSafetensors, final: Destination, order: Sequence[str]) -> None:
-    """Copy every output from the staged file into the format's sink, then publish it."""
+def copy_into_sink(
+    staged: StagedSafetensors, final: Destination, order: Sequence[str], job: dict[str, Any]
+) -> None:
+    """Copy every output from the staged file into the format's own staged output (laid out
+    as one machine lays it out), then publish it."""
     assert final.path is not None
     data, _ = staged.data_path(order[0]) if order else (None, 0)
-    shards = final.shard_size if final.format == "gguf" else None
-    sink = open_sink(final.path, list(final.outputs), final.format, shards, metadata=final.metadata)
+    output = final.open(job)
     try:
         if data is not None:
             with SafetensorsSource(data) as parts:
                 for name in order:
-                    sink.write(name, parts.load(name))
-        sink.finalize()
+                    output.write(name, parts.load(name))
+        output.finalize()
     except BaseException:
-        sink.abort()
+        output.abort()
         raise
 
 

@@ -1,4 +1,4 @@
-"""GGUF checkpoints through the `gguf` package: a source and a streaming sink.
+"""GGUF checkpoints: a source (its header read with bounds by gguf_reader) and a streaming sink.
 
 Element types (F32, F16, BF16, F64, I8-I64) and GGML's block types (Q8_0, Q4_K, IQ2_XS, ...,
 see `lazyparams.block_types`) are read and written; a block-typed tensor moves as its raw
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+from gguf import GGMLQuantizationType, GGUFWriter
 
 from lazyparams.block_types import BLOCK_TYPES
 from lazyparams.errors import CheckpointError
@@ -22,7 +22,9 @@ from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo, open_bin
 from lazyparams.io.dtypes import is_block, numpy_dtype, storage_shape
 from lazyparams.io.filemap import map_array, write_array_at
 from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata
+from lazyparams.io.gguf_reader import read_gguf_header
 from lazyparams.io.gguf_split import SplitPosition, plan_gguf_parts, split_position
+from lazyparams.io.output_names import check_output_names
 from lazyparams.io.partial import rows_offset
 from lazyparams.io.staging import Staging
 
@@ -41,7 +43,6 @@ DTYPE_TO_GGML = {dtype: ggml for ggml, dtype in GGML_TO_DTYPE.items()}
 """The element types; the block types map through `_GGML_OF` and `_DTYPE_OF` too."""
 _DTYPE_OF = {**GGML_TO_DTYPE, **{_Q(b.ggml_id): name for name, b in BLOCK_TYPES.items()}}
 _GGML_OF = {dtype: ggml for ggml, dtype in _DTYPE_OF.items()}
-_READ_ERRORS = (ValueError, KeyError, IndexError, TypeError, OSError)
 
 
 class GGUFSource(SourceBase):
@@ -50,38 +51,37 @@ class GGUFSource(SourceBase):
     load (and only there, so a spec that leaves such a tensor alone still reads the file).
 
     A part of a split set is refused (its tensors are only some of the model's) unless
-    `split_part` is set, as the split source does; `split` says where the part stands.
+    `split_part` is set, as the split source does; `split` says where the part stands. The
+    whole header is checked first (`read_gguf_header`: bounds, types, an exactly tiled data
+    area), so every tensor listed lies inside the file in bytes of its own.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, split_part: bool = False) -> None:
         self.path = str(path)
-        try:
-            reader = GGUFReader(path, "r")
-        except _READ_ERRORS as err:
-            raise CheckpointError(f"{self.path}: not a readable GGUF file: {err}") from None
-        self.split: SplitPosition | None = split_position(reader.fields, self.path)
+        header = read_gguf_header(path)
+        self.split: SplitPosition | None = split_position(header.values, self.path)
         if self.split is not None and self.split.count > 1 and not split_part:
             raise CheckpointError(
                 f"{self.path}: part {self.split.no + 1} of {self.split.count} of a split GGUF; "
                 "expected it opened with open_source, which reads every part"
             )
-        if reader.byte_order != "I":
+        if header.byte_order != "<":
             raise CheckpointError(
                 f"{self.path}: byte-swapped (big-endian) GGUF is not supported; "
                 "expected a little-endian file"
             )
-        self._order = [tensor.name for tensor in reader.tensors]
-        self._offsets = {tensor.name: int(tensor.data_offset) for tensor in reader.tensors}
+        self._order = [tensor.name for tensor in header.tensors]
+        self._offsets = {tensor.name: tensor.offset for tensor in header.tensors}
         self._quantized: dict[str, str] = {}
         self._infos = {}
-        for tensor in reader.tensors:
-            dtype = _DTYPE_OF.get(tensor.tensor_type)
-            shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
+        for tensor in header.tensors:
+            dtype = _DTYPE_OF.get(tensor.ggml_type)
             if dtype is None:
-                self._quantized[tensor.name] = tensor.tensor_type.name
+                self._quantized[tensor.name] = tensor.ggml_type.name
             else:
-                self._infos[tensor.name] = TensorInfo.of(tensor.name, shape, dtype)
-        del reader  # drops the reader's whole-file map; loads map one tensor each
+                self._infos[tensor.name] = TensorInfo(
+                    tensor.name, tensor.shape, dtype, tensor.nbytes
+                )
         self._file = open_binary(self.path)
 
     def names(self) -> list[str]:
@@ -134,14 +134,9 @@ class GGUFSink(SinkBase):
         arch: str | None = None,
         shard_size: int | None = None,
     ) -> None:
-        for info in infos:
-            if info.dtype not in _GGML_OF:
-                raise CheckpointError(
-                    f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}; expected "
-                    f"one of {', '.join(DTYPE_TO_GGML)} or a GGML block type (for quantized "
-                    "weights, R.quantize_gguf: q8_0, q4_0, ...)"
-                )
+        check_gguf_dtypes(path, infos)
         header = check_gguf_metadata(metadata, arch=arch, where=str(path))
+        check_output_names(str(path), [info.name for info in infos], "gguf")
         super().__init__(str(path), infos)
         self._staging = Staging()
         self._fds: list[int] = []
@@ -160,25 +155,10 @@ class GGUFSink(SinkBase):
         return [part.path for part in self.parts]
 
     def _lay_out(self, temp: Path, infos: Sequence[TensorInfo], metadata: GGUFMetadata) -> None:
-        writer = metadata.writer(temp)
-        for info in infos:
-            dtype, ggml = numpy_dtype(info.dtype), _GGML_OF[info.dtype]
-            shape = info.shape or (1,)
-            if is_block(info.dtype):  # gguf takes a byte shape: the row's bytes, then blocks
-                dtype, shape = np.dtype(np.uint8), storage_shape(info.dtype, shape)
-            writer.add_tensor_info(info.name, shape, dtype, info.nbytes, raw_dtype=ggml)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        assert writer.fout is not None
-        cursor = GGUFWriter.ggml_pad(writer.fout[0].tell(), writer.data_alignment)
-        writer.close()
+        offsets, _ = lay_out_gguf(temp, infos, metadata)
         fd = os.open(temp, os.O_RDWR)
         self._fds.append(fd)
-        for info in infos:
-            self._where[info.name] = (fd, cursor)
-            cursor += GGUFWriter.ggml_pad(info.nbytes, writer.data_alignment)
-        os.ftruncate(fd, cursor)
+        self._where.update((name, (fd, offset)) for name, offset in offsets.items())
 
     def _store(self, name: str, array: Array) -> None:
         fd, offset = self._where[name]
@@ -199,3 +179,40 @@ class GGUFSink(SinkBase):
     def _close_fds(self) -> None:
         while self._fds:
             os.close(self._fds.pop())
+
+
+def lay_out_gguf(
+    path: Path, infos: Sequence[TensorInfo], metadata: GGUFMetadata
+) -> tuple[dict[str, int], int]:
+    """Write a GGUF file's header and tensor table to `path` and size the file for its data;
+    returns each tensor's data offset and the file's size (the data is left to the caller)."""
+    writer = metadata.writer(path)
+    for info in infos:
+        dtype, ggml = numpy_dtype(info.dtype), _GGML_OF[info.dtype]
+        shape = info.shape or (1,)
+        if is_block(info.dtype):  # gguf takes a byte shape: the row's bytes, then blocks
+            dtype, shape = np.dtype(np.uint8), storage_shape(info.dtype, shape)
+        writer.add_tensor_info(info.name, shape, dtype, info.nbytes, raw_dtype=ggml)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    assert writer.fout is not None
+    cursor = GGUFWriter.ggml_pad(writer.fout[0].tell(), writer.data_alignment)
+    writer.close()
+    offsets = {}
+    for info in infos:
+        offsets[info.name] = cursor
+        cursor += GGUFWriter.ggml_pad(info.nbytes, writer.data_alignment)
+    os.truncate(path, cursor)
+    return offsets, cursor
+
+
+def check_gguf_dtypes(path: str | os.PathLike[str], infos: Sequence[TensorInfo]) -> None:
+    """Refuse a tensor whose dtype GGUF has no type for."""
+    for info in infos:
+        if info.dtype not in _GGML_OF:
+            raise CheckpointError(
+                f"{path}: tensor {info.name!r}: GGUF has no type for {info.dtype}; expected "
+                f"one of {', '.join(DTYPE_TO_GGML)} or a GGML block type (for quantized "
+                "weights, R.quantize_gguf: q8_0, q4_0, ...)"
+            )

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGUFReader, GGUFValue, GGUFValueType, GGUFWriter
+from gguf import GGUFValue, GGUFValueType, GGUFWriter
 from gguf.constants import GGUF_DEFAULT_ALIGNMENT
 
 from lazyparams.errors import CheckpointError
+from lazyparams.io.gguf_reader import read_gguf_header
+from lazyparams.io.gguf_values import plain
 
 _T = GGUFValueType
 ARCH_KEY = "general.architecture"
@@ -290,53 +292,14 @@ def read_gguf_metadata(
 ) -> dict[str, GGUFValue]:
     """Every key/value pair of the GGUF file `path`, in file order, with its exact type.
 
-    The reader's GGUF.* header fields are left out, and so are split.* keys unless
-    `include_split`. Strings come back as str (bytes where they are not UTF-8).
+    The header is read with bounds (see `read_gguf_header`). Keys starting with GGUF. are
+    left out, and so are split.* keys unless `include_split`; nested arrays are refused.
+    Strings come back as str (bytes where they are not UTF-8).
     """
-    try:
-        reader = GGUFReader(path, "r")
-    except (ValueError, KeyError, IndexError, TypeError, OSError) as err:
-        raise CheckpointError(f"{path}: not a readable GGUF file: {err}") from None
     skipped = ("GGUF.",) if include_split else RESERVED_PREFIXES
-    return {
-        name: field_value(reader_field, str(path))
-        for name, reader_field in reader.fields.items()
-        if not name.startswith(skipped)
-    }
-
-
-def field_value(reader_field: Any, where: str) -> GGUFValue:
-    """A GGUFReader field as a GGUFValue (plain Python contents)."""
-    kind = reader_field.types[0]
-    parts, data = reader_field.parts, reader_field.data
-    if kind != _T.ARRAY:
-        return GGUFValue(_part_value(parts[data[0]], kind), kind)
-    types = reader_field.types
-    # parts: key length, key, value type, item type, count, items...; an empty array has no
-    # item to carry its type, so it is read from the header
-    sub = types[1] if len(types) > 1 else GGUFValueType(int(parts[3][0]))
-    if sub == _T.ARRAY:
-        raise CheckpointError(
-            f"{where}: metadata key {reader_field.name!r}: nested arrays are not supported"
-        )
-    if sub == _T.STRING:
-        return GGUFValue([_text(parts[i]) for i in data], kind, sub)
-    items = np.concatenate([parts[i] for i in data]).tolist() if data else []
-    return GGUFValue([bool(x) for x in items] if sub == _T.BOOL else items, kind, sub)
-
-
-def _part_value(part: Any, kind: GGUFValueType) -> Any:
-    """One scalar field part as a plain value."""
-    if kind == _T.STRING:
-        return _text(part)
-    item = part.tolist()[0]
-    return bool(item) if kind == _T.BOOL else item
-
-
-def _text(part: Any) -> str | bytes:
-    """String bytes as str, or the bytes themselves when they are not valid UTF-8."""
-    raw = bytes(part.tobytes())
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw
+    values = read_gguf_header(path).values
+    kept = {key: plain(value) for key, value in values.items() if not key.startswith(skipped)}
+    for key, value in kept.items():
+        if value.sub_type == _T.ARRAY:
+            raise CheckpointError(f"{path}: metadata key {key!r}: nested arrays are not supported")
+    return kept

@@ -11,7 +11,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gguf import GGUFValue, GGUFValueType, GGUFWriter
 from gguf.constants import GGUF_DEFAULT_ALIGNMENT
@@ -24,6 +23,7 @@ SPLIT_NO = "split.no"
 SPLIT_COUNT = "split.count"
 SPLIT_TENSORS = "split.tensors.count"
 MAX_PARTS = INT_RANGES[GGUFValueType.UINT16][1]
+_SPLIT_KEYS = (SPLIT_NO, SPLIT_COUNT, SPLIT_TENSORS)
 _PART_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
@@ -117,23 +117,36 @@ def split_keys(index: int, count: int, tensors: int) -> dict[str, GGUFValue]:
     }
 
 
-def split_position(fields: Mapping[str, Any], where: str) -> SplitPosition | None:
-    """The split.* keys among a GGUFReader's fields, or None for a file that is not a part."""
-    if SPLIT_COUNT not in fields:
+def split_position(values: Mapping[str, GGUFValue], where: str) -> SplitPosition | None:
+    """What the split.* keys among a GGUF header's pairs say, or None for a file that is not a
+    part; refused unless all three are integers in range (1 to MAX_PARTS parts, an index
+    among them, a tensor count of at least 0)."""
+    if not any(key in values for key in (SPLIT_NO, SPLIT_COUNT, SPLIT_TENSORS)):
         return None
-    values = []
-    for key in (SPLIT_NO, SPLIT_COUNT, SPLIT_TENSORS):
-        field = fields.get(key)
-        if field is None or field.types[0] not in INT_RANGES:
-            raise CheckpointError(
-                f"{where}: has {SPLIT_COUNT} but no integer {key}; expected all of "
-                f"{SPLIT_NO}, {SPLIT_COUNT} and {SPLIT_TENSORS} in a split GGUF part"
-            )
-        values.append(int(field.parts[field.data[0]][0]))
-    position = SplitPosition(*values)
+    position = SplitPosition(*(_split_number(values, key, where) for key in _SPLIT_KEYS))
+    if not 1 <= position.count <= MAX_PARTS:
+        raise CheckpointError(
+            f"{where}: {SPLIT_COUNT} is {position.count}; expected 1 to {MAX_PARTS} parts"
+        )
     if not 0 <= position.no < position.count:
         raise CheckpointError(
             f"{where}: {SPLIT_NO} is {position.no}; expected 0 to {position.count - 1} "
             f"for a set of {position.count} parts"
         )
+    if position.tensors < 0:
+        raise CheckpointError(
+            f"{where}: {SPLIT_TENSORS} is {position.tensors}; expected a count of 0 or more"
+        )
     return position
+
+
+def _split_number(values: Mapping[str, GGUFValue], key: str, where: str) -> int:
+    """The integer value of split key `key`."""
+    value = values.get(key)
+    if value is None or value.type not in INT_RANGES:
+        got = "missing" if value is None else f"a {value.type.name}"
+        raise CheckpointError(
+            f"{where}: split key {key} is {got}; expected all of {', '.join(_SPLIT_KEYS)} "
+            "as integers in a split GGUF part"
+        )
+    return int(value.value)

@@ -24,6 +24,7 @@ from lazyparams.io.base import Array, SinkBase, TensorInfo
 from lazyparams.io.dtypes import EXTENSION_DTYPES, is_block
 from lazyparams.io.filemap import write_array_at
 from lazyparams.io.npy_format import COMMENT_PREFIX, DTYPES_FILE, npy_header, stored_form
+from lazyparams.io.output_names import check_output_names
 from lazyparams.io.partial import rows_offset
 from lazyparams.io.staging import Staging
 
@@ -52,6 +53,7 @@ class NpzSink(SinkBase):
         self, path: str | os.PathLike[str], infos: Sequence[TensorInfo], *, compress: bool = False
     ) -> None:
         refuse_block_types(path, infos)
+        check_output_names(str(path), [info.name for info in infos], "npz")
         super().__init__(str(path), infos)
         self._staging = Staging()
         self._method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
@@ -126,6 +128,7 @@ class NpyFolderSink(SinkBase):
                 f"{folder}: exists and is not a folder; expected a folder or nothing"
             )
         refuse_block_types(path, infos)
+        check_output_names(str(path), [info.name for info in infos], "npy")
         super().__init__(str(path), infos)
         self._staging = Staging()
         self._temps: dict[str, Path] = {}

@@ -18,7 +18,7 @@ from typing import Any
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import TensorInfo
-from lazyparams.io.dtypes import numpy_dtype
+from lazyparams.io.dtypes import itemsize
 from lazyparams.io.limits import MAX_INT_DIGITS, check_name, check_shape, load_json
 
 HEADER_LIMIT = 100 * 1000 * 1000
@@ -46,7 +46,7 @@ _CODE_ORDER = (
 CODE_TO_DTYPE = dict(_CODE_ORDER)
 DTYPE_TO_CODE = {dtype: code for code, dtype in _CODE_ORDER}
 _RANK = {dtype: rank for rank, (_, dtype) in enumerate(_CODE_ORDER)}
-_ITEMSIZE = {dtype: numpy_dtype(dtype).itemsize for dtype in CODE_TO_DTYPE.values()}
+_ITEMSIZE = {dtype: itemsize(dtype) for dtype in CODE_TO_DTYPE.values()}
 
 
 @dataclass(frozen=True, slots=True)

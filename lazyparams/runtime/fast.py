@@ -7,7 +7,7 @@ chunk by chunk for casts. Every `*_into` function fills an output the caller all
 only temporaries of at most `CHUNK` elements, so it costs little more than the memory it has to
 touch, its extra memory is bounded, and the chunked engine can run it on slices. Both paths
 release the GIL and give results bit-identical to numpy's (and ml_dtypes') own casts. Imports
-numpy and `runtime.native`.
+numpy, `runtime.native` and `runtime.pool`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from lazyparams.runtime import native
+from lazyparams.runtime.pool import BUFFERS
 
 Array = np.ndarray[Any, Any]
 
@@ -54,7 +55,7 @@ def chunks(n: int, step: int) -> range:
 def permute_dims(x: Array, axes: Sequence[int] | None) -> Array:
     """`np.transpose(x, axes)` as a new C-contiguous array, copied tile by tile."""
     axes = _check_axes(axes, x.ndim)
-    out = np.empty(tuple(x.shape[a] for a in axes), x.dtype)
+    out = BUFFERS.empty(tuple(x.shape[a] for a in axes), x.dtype)
     permute_dims_into(x, axes, out)
     return out
 
@@ -133,6 +134,31 @@ def transpose_2d(src: Array, dst: Array, total_bytes: int | None = None) -> None
             np.copyto(dst[j : j + cols, i : i + rows], src[i : i + rows, j : j + cols].T)
 
 
+# Concatenation -------------------------------------------------------------------------------
+
+
+def concat(parts: Sequence[Array], axis: int) -> Array:
+    """`np.concatenate(parts, axis)` with each part copied straight into its slice of one
+    output (from the buffer pool); parts of mixed dtypes or ranks take numpy's own path,
+    which promotes or refuses them."""
+    first = parts[0]
+    if any(p.dtype != first.dtype or p.ndim != first.ndim for p in parts) or first.ndim == 0:
+        return np.concatenate(parts, axis=axis)
+    axis = axis % first.ndim if -first.ndim <= axis < first.ndim else axis
+    rest = [tuple(s for a, s in enumerate(p.shape) if a != axis) for p in parts]
+    if not 0 <= axis < first.ndim or any(r != rest[0] for r in rest):
+        return np.concatenate(parts, axis=axis)  # numpy names the mismatch
+    shape = list(first.shape)
+    shape[axis] = sum(p.shape[axis] for p in parts)
+    out = BUFFERS.empty(shape, first.dtype)
+    start = 0
+    for part in parts:
+        index = (slice(None),) * axis + (slice(start, start + part.shape[axis]),)
+        np.copyto(out[index], part)
+        start += part.shape[axis]
+    return out
+
+
 # Casts ---------------------------------------------------------------------------------------
 
 Caster = Callable[[Array, Array], None]
@@ -141,7 +167,7 @@ ChunkLoop = Callable[..., None]
 
 def cast(x: Array, dtype: np.dtype[Any]) -> Array:
     """`x.astype(dtype)`, bit for bit, through the fastest exact path numpy offers."""
-    out = np.empty(x.shape, dtype)
+    out = BUFFERS.empty(x.shape, dtype)
     cast_into(x, out)
     return out
 

@@ -2,8 +2,8 @@
 
 Each kernel takes the evaluated operands and the static attrs (ints, tuples of ints, dtype
 names) and returns arrays that own their memory, so that freeing an operand really frees it.
-Transposes and casts run the compiled or blocked loops of `runtime.fast`. Imports `ir` (dtypes),
-`runtime.memory` and `runtime.fast`.
+Transposes, casts and concat run the loops of `runtime.fast`, into outputs from the buffer pool.
+Imports `ir` (dtypes), `runtime.memory`, `runtime.pool` and `runtime.fast`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from lazyparams.errors import LazyParamsError, RuntimeExecError
 from lazyparams.ir.dtype import to_numpy
 from lazyparams.runtime import fast
 from lazyparams.runtime.memory import array_leaves
+from lazyparams.runtime.pool import BUFFERS
 
 Array = np.ndarray[Any, Any]
 Kernel = Callable[[Sequence[Any], Mapping[str, Any]], Any]
@@ -63,7 +64,8 @@ def owned(result: Any, inputs: Sequence[Array]) -> Any:
     root = result
     while isinstance(root.base, np.ndarray):
         root = root.base
-    if shared or root.nbytes != result.nbytes or root.base is not None:
+    foreign = root.base is not None and not BUFFERS.owns(root)
+    if shared or root.nbytes != result.nbytes or foreign:
         return result.copy()
     return result
 
@@ -117,7 +119,7 @@ def _concat(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     tensors = ops[0]
     if not isinstance(tensors, tuple) or not tensors:
         raise RuntimeExecError(f"expected a non-empty tuple of tensors, got {type(tensors)}")
-    return np.concatenate(tensors, axis=attrs.get("axis", 0))
+    return fast.concat([np.asarray(t) for t in tensors], attrs.get("axis", 0))
 
 
 @kernel("split")

@@ -1,8 +1,8 @@
 """The VM's memory meter: bytes of the arrays a running program holds, binding by binding.
 
 An array counts once however many vars or tuples refer to it, from the binding that produces it
-until the last of those references is dropped, or until it is handed off to a sink. Imports
-numpy only.
+until the last of those references is dropped, or until it is handed off to a sink. The meter
+also bounds the kernels' buffer pool (`headroom`). Imports numpy and `runtime.pool`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from lazyparams.runtime.pool import BUFFERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,15 +66,26 @@ class MemoryMeter:
         self.stats = MemoryStats()
         self._held.clear()
 
+    def headroom(self) -> int:
+        """Bytes the buffer pool may keep: what the program could still hold without passing
+        the peak it has reached. Arrays from outside the pool (loads) make the pool shrink as
+        they arrive; pool-served outputs only move bytes from the pool to the program."""
+        stats = self.stats
+        return max(stats.peak_bytes - stats.current_bytes, 0)
+
     def hold(self, value: Any) -> None:
         """A frame took one more reference to every array in `value`."""
+        grew = False
         for arr in array_leaves(value):
             entry = self._held.get(id(arr))
             if entry is None:
                 self._held[id(arr)] = [1, arr.nbytes]
                 self.stats.current_bytes += arr.nbytes
+                grew = True
             else:
                 entry[0] += 1
+        if grew and BUFFERS.free_bytes:
+            BUFFERS.fit()
 
     def release(self, value: Any) -> None:
         """A frame dropped one reference to every array in `value`."""

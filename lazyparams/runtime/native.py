@@ -30,6 +30,7 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT8 = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
 SMALL_FLOATS = (F16, BF16, *FLOAT8)
 FLOATS = (np.dtype(np.float64), F32, *SMALL_FLOATS)
+_BY_NAME = {str(d): d for d in FLOATS}
 _WORD: dict[int, np.dtype[Any]] = {size: np.dtype(f"u{size}") for size in (1, 2, 4, 8)}
 """The unsigned integer dtype of each item size: the extension sees bits, never dtypes."""
 
@@ -130,8 +131,9 @@ def transpose_2d(src: Array, dst: Array, total_bytes: int | None = None) -> bool
 
 def cast(x: Array, out: Array) -> bool:
     """`out[...] = x.astype(out.dtype)` for the conversions the extension does bit-exactly:
-    float32 to float16, bfloat16 and float8, and any 1- or 2-byte float to any float (but
-    bfloat16 to a wider one)."""
+    float32 to float16, bfloat16 and float8; the 16-bit floats to each other and to float32
+    directly (no float32 stage between them); and any 1- or 2-byte float to any float by a
+    table of every bit pattern (but bfloat16 to float64)."""
     if not enabled() or not _flat_pair(x, out):
         return False
     src, dst = x.dtype, out.dtype
@@ -139,13 +141,37 @@ def cast(x: Array, out: Array) -> bool:
     if src == F32 and (dst in (BF16, *FLOAT8) or (dst == F16 and _HALF_CAST)):
         _module().cast(str(dst), _words(flat_x), _words(flat_out))
         return True
-    # bfloat16 to a wider float is a shift, which numpy's own cast already does at copy speed
+    kind = f"{src}>{dst}"
+    if kind in CAST16_KINDS and _cast16_agrees(kind):
+        _module().cast16(kind, _words(flat_x), _words(flat_out))
+        return True
+    # bfloat16 to float64 is a shift and a widening, which numpy's own cast does at copy speed
     wide_bfloat = src == BF16 and dst.itemsize >= 4
     if src in SMALL_FLOATS and dst in FLOATS and dst != src and not wide_bfloat:
         table = pattern_table(src, dst).view(_WORD[dst.itemsize])
         _module().lookup(_words(flat_x), _words(flat_out), table)
         return True
     return False
+
+
+CAST16_KINDS = ("bfloat16>float32", "bfloat16>float16", "float16>float32", "float16>bfloat16")
+"""The direct casts between 16-bit floats and to float32 of the extension's `cast16`."""
+
+
+@functools.cache
+def _cast16_agrees(kind: str) -> bool:
+    """Whether the compiled `kind` cast gives this numpy's and ml_dtypes' bits on every 16-bit
+    pattern (their NaN rules have changed between releases): checked once, on first use; where
+    it does not, the table lookup (made by their own cast) does the work."""
+    if not hasattr(_module(), "cast16"):
+        return False
+    src, dst = (_BY_NAME[name] for name in kind.split(">"))
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    got = np.empty(patterns.shape, _WORD[dst.itemsize])
+    _module().cast16(kind, patterns, got)
+    with np.errstate(all="ignore"):
+        want = patterns.view(src).astype(dst).view(got.dtype)
+    return bool(np.array_equal(got, want))
 
 
 @functools.cache

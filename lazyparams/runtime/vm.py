@@ -43,6 +43,7 @@ from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
 from lazyparams.runtime.check import call_tir_outputs, check_function, name_of
 from lazyparams.runtime.kernels import run_kernel
 from lazyparams.runtime.memory import MemoryMeter, MemoryStats
+from lazyparams.runtime.pool import BUFFERS
 from lazyparams.runtime.registry import get_global_func
 from lazyparams.runtime.values import Symbols, describe_value, match_value, scalar, shape_of
 from lazyparams.tir.kernel import PrimFuncKernel, compile_prim_func
@@ -165,9 +166,11 @@ class VirtualMachine:
             raise RuntimeExecError(
                 f"expected a function of the module ({', '.join(self.mod.names())}), got {name!r}"
             )
-        if self._depth == 0:
-            self._meter.reset()
-        return self._invoke(self._plans[name], args)
+        if self._depth > 0:
+            return self._invoke(self._plans[name], args)
+        self._meter.reset()
+        with BUFFERS.watch(self._meter.headroom):  # freed outputs are reused within the peak
+            return self._invoke(self._plans[name], args)
 
     # Running a function's bindings from outside: the parallel runner -------------------------
 

@@ -10,6 +10,7 @@ import pytest
 from gguf import GGUFValue, GGUFValueType
 
 from lazyparams.engine import convert
+from lazyparams.engine.journal import work_dir
 from lazyparams.errors import ConvertError
 from lazyparams.frontend import ops
 from lazyparams.io import GGUFSplitSource, open_source, read_gguf_metadata
@@ -66,7 +67,7 @@ def test_split_output_lists_every_part_and_reads_back_whole(tmp_path: Path) -> N
     ]
 
 
-def test_a_failing_split_conversion_leaves_nothing(tmp_path: Path) -> None:
+def test_a_failing_split_conversion_leaves_nothing_at_dst(tmp_path: Path) -> None:
     def fail(x: np.ndarray) -> np.ndarray:
         raise RuntimeError("kernel failed")
 
@@ -77,7 +78,8 @@ def test_a_failing_split_conversion_leaves_nothing(tmp_path: Path) -> None:
     dst = tmp_path / "out" / "m.gguf"
     with pytest.raises(RuntimeError, match="kernel failed"):
         convert(transform, CountingSource(bert_tensors()), dst, shard_size="8KiB", progress=False)
-    assert not (tmp_path / "out").exists()
+    # no part is published; the work folder is kept for --resume
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [work_dir(dst).name]
 
 
 def test_an_existing_part_is_refused_before_reading(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from lazyparams.engine import convert, plan
+from lazyparams.engine.journal import work_dir
 from lazyparams.errors import (
     BudgetError,
     CheckpointError,
@@ -145,8 +146,8 @@ def test_an_output_dtype_the_format_cannot_hold(tmp_path: Path) -> None:
             "metadata: key/value metadata is for gguf output, not npz",
         ),
         (
-            {"format": "npz", "resume": True},
-            "resume: only safetensors output is resumable, not npz",
+            {"verify_resume": "some"},
+            "verify_resume: expected one of sampled, full, got 'some'",
         ),
         ({"shard_size": "big"}, "shard_size: expected a size like 512MiB"),
         ({"workers": -1}, "workers: expected a positive int, got -1"),
@@ -197,4 +198,4 @@ def test_a_failure_inside_the_run_leaves_dst_absent(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="kernel bug"):
         convert(transform, source, tmp_path / "out.npz", progress=False)
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [work_dir(tmp_path / "out.npz").name]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from lazyparams.engine import convert
+from lazyparams.engine.dst_lock import lock_path
 from lazyparams.engine.journal import JOURNAL_FILE, work_dir
 from lazyparams.engine.output import StagedSafetensors
 from lazyparams.errors import ConvertError
@@ -231,6 +232,7 @@ def test_sigkill_without_resume_leaves_nothing_at_dst(llama_path: Path, tmp_path
     kill_after(process, dst, 3)
     assert not dst.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        lock_path(dst).name,  # a killed run's lock file: the next run reuses and removes it
         work_dir(dst).name,
         "slow_spec.py",
     ]

@@ -528,7 +528,7 @@ def test_fast_cast_is_the_same_with_and_without_the_compiled_loop(
 def test_cast_from_narrow_floats_on_every_bit_pattern(src: np.dtype[Any]) -> None:
     x = _all_patterns(src)
     for dst in [F32, F64, *NARROW]:
-        if dst == src or (src == BF16 and dst.itemsize >= 4):  # numpy's own cast: a shift
+        if dst == src or (src == BF16 and dst == F64):  # numpy's own cast: a shift
             assert not native.cast(x, np.empty(x.shape, dst))
             continue
         want = _astype(x, dst)

@@ -58,8 +58,46 @@ static void f32_to_f16(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
     f32_to_f16_portable(x, out, n);
 }
 
-LP_CLONES static void f32_to_bf16(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
+static void f32_to_bf16_portable(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) out[i] = bfloat_bits(x[i]);
+}
+
+#if LP_X86
+/* `bfloat_bits` sixteen values at a time, in integer lanes: round, then the quiet NaN of the
+ * sign where the input is a NaN, then pack to 16 bits in order. */
+__attribute__((target("avx2"))) static inline __m256i bfloat_lanes(__m256i b) {
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7FFF)), odd), 16);
+    __m256i mag = _mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF));
+    __m256i is_nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7F800000));
+    __m256i nan = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(b, 16),
+                                                   _mm256_set1_epi32(0x8000)),
+                                  _mm256_set1_epi32(0x7FC0));
+    return _mm256_blendv_epi8(rounded, nan, is_nan);
+}
+
+__attribute__((target("avx2"))) static void f32_to_bf16_avx2(const uint32_t *x, uint16_t *out,
+                                                             Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i lo = bfloat_lanes(_mm256_loadu_si256((const __m256i *)(x + i)));
+        __m256i hi = bfloat_lanes(_mm256_loadu_si256((const __m256i *)(x + i + 8)));
+        __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
+        _mm256_storeu_si256((__m256i *)(out + i), packed);
+    }
+    f32_to_bf16_portable(x + i, out + i, n - i);
+}
+#endif
+
+static void f32_to_bf16(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
+#if LP_X86
+    if (lp_has_f16c) {  /* which implies AVX2 */
+        f32_to_bf16_avx2(x, out, n);
+        return;
+    }
+#endif
+    f32_to_bf16_portable(x, out, n);
 }
 
 /* float32 to the bits of an 8-bit float with `man` mantissa bits and exponent bias `bias`,
@@ -94,6 +132,146 @@ LP_CLONES static void f32_to_e4m3fn(const uint32_t *x, uint8_t *out, Py_ssize_t 
 
 LP_CLONES static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) out[i] = small_float_bits(x[i], 2, 15, 0);
+}
+
+/* Casts from the 16-bit floats ------------------------------------------------------------ */
+
+/* float16 bits to float32 bits, exactly; NaNs keep their payload, not quieted, as numpy does. */
+static inline uint32_t float_of_half(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+    if (exp == 0x1Fu) return sign | 0x7F800000u | (man << 13);
+    if (exp != 0) return sign | ((exp + 112u) << 23) | (man << 13);
+    /* a subnormal (or zero) is man * 2**-24, which float32 holds exactly */
+    return sign | f32_bits((float)man * 5.9604644775390625e-8f);
+}
+
+/* bfloat16 to float16, rounding half to even through the exact float32 value; every NaN
+ * becomes float16's quiet NaN of its sign, as in ml_dtypes. */
+static inline uint16_t half_of_bfloat(uint16_t b) {
+    uint16_t nan = (uint16_t)((b & 0x8000u) | 0x7E00u);
+    return (b & 0x7FFFu) > 0x7F80u ? nan : half_bits((uint32_t)b << 16);
+}
+
+LP_CLONES static void bf16_to_f32(const uint16_t *x, uint32_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = (uint32_t)x[i] << 16;
+}
+
+static void bf16_to_f16_portable(const uint16_t *x, uint16_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = half_of_bfloat(x[i]);
+}
+
+static void f16_to_f32_portable(const uint16_t *x, uint32_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = float_of_half(x[i]);
+}
+
+static void f16_to_bf16_portable(const uint16_t *x, uint16_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = bfloat_bits(float_of_half(x[i]));
+}
+
+#if LP_X86
+/* Whether any of eight 16-bit floats (exponent `top` when all ones) is a NaN. */
+__attribute__((target("avx2,f16c"))) static inline int any_nan16(__m128i v, uint16_t top) {
+    __m128i mag = _mm_and_si128(v, _mm_set1_epi16(0x7FFF));
+    return !_mm_testz_si128(_mm_cmpgt_epi16(mag, _mm_set1_epi16((short)top)),
+                            _mm_set1_epi16(-1));
+}
+
+/* The CPU's conversions, eight values at a time; the few vectors holding a NaN are redone by
+ * the portable loops, whose NaN rules are numpy's and ml_dtypes'. */
+__attribute__((target("avx2,f16c"))) static void bf16_to_f16_f16c(const uint16_t *x,
+                                                                   uint16_t *out, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
+        __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+        _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+        if (any_nan16(v, 0x7F80)) bf16_to_f16_portable(x + i, out + i, 8);
+    }
+    bf16_to_f16_portable(x + i, out + i, n - i);
+}
+
+__attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint16_t *x,
+                                                                  uint32_t *out, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
+        _mm256_storeu_ps((float *)(out + i), _mm256_cvtph_ps(v));
+        if (any_nan16(v, 0x7C00)) f16_to_f32_portable(x + i, out + i, 8);
+    }
+    f16_to_f32_portable(x + i, out + i, n - i);
+}
+
+/* float16 to float32 exactly, then to bfloat16 rounding half to even in integer lanes. */
+__attribute__((target("avx2,f16c"))) static void f16_to_bf16_f16c(const uint16_t *x,
+                                                                   uint16_t *out, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
+    for (; i + 8 <= n; i += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
+        __m256i b = _mm256_castps_si256(_mm256_cvtph_ps(v));
+        __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), one);
+        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(b, bias), odd), 16);
+        __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+        _mm_storeu_si128((__m128i *)(out + i), _mm256_castsi256_si128(packed));
+        if (any_nan16(v, 0x7C00)) f16_to_bf16_portable(x + i, out + i, 8);
+    }
+    f16_to_bf16_portable(x + i, out + i, n - i);
+}
+#endif
+
+/* The casts from 16-bit floats, by kind; the CPU's conversions where it has them. */
+static void cast16(int which, const uint16_t *x, void *out, Py_ssize_t n) {
+    if (which == 0) {
+        bf16_to_f32(x, out, n);
+        return;
+    }
+#if LP_X86
+    if (lp_has_f16c) {
+        if (which == 1) bf16_to_f16_f16c(x, out, n);
+        else if (which == 2) f16_to_f32_f16c(x, out, n);
+        else f16_to_bf16_f16c(x, out, n);
+        return;
+    }
+#endif
+    if (which == 1) bf16_to_f16_portable(x, out, n);
+    else if (which == 2) f16_to_f32_portable(x, out, n);
+    else f16_to_bf16_portable(x, out, n);
+}
+
+const char lp_cast16_doc[] = PyDoc_STR(
+             "cast16(kind, x, out): convert 1-D 16-bit float bits `x` (uint16) into `out`; kind\n"
+             "is 'bfloat16>float32' or 'float16>float32' (uint32 out), 'bfloat16>float16' or\n"
+             "'float16>bfloat16' (uint16 out).");
+
+PyObject *lp_cast16(PyObject *self, PyObject *args) {
+    const char *kind;
+    PyObject *xo, *oo;
+    Buf b[2];
+    memset(b, 0, sizeof b);
+    if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
+    static const char *const kinds[] = {"bfloat16>float32", "bfloat16>float16",
+                                        "float16>float32", "float16>bfloat16"};
+    int which = -1;
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(kind, kinds[i]) == 0) which = i;
+    }
+    if (which < 0) {
+        PyErr_Format(PyExc_ValueError, "expected kind bfloat16>float32, bfloat16>float16, "
+                     "float16>float32 or float16>bfloat16, got '%s'", kind);
+        return NULL;
+    }
+    Py_ssize_t n = lp_flat_pair(xo, oo, b, 2, which == 0 || which == 2 ? 4 : 2);
+    if (n < 0) {
+        lp_release(b, 2);
+        return NULL;
+    }
+    const uint16_t *x = b[0].view.buf;
+    void *out = b[1].view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    cast16(which, x, out, n);
+    Py_END_ALLOW_THREADS
+    lp_release(b, 2);
+    Py_RETURN_NONE;
 }
 
 #define LOOKUP(NAME, S, T)                                                                     \

@@ -3,6 +3,7 @@
 #include "native.h"
 
 int lp_has_f16c = 0;
+static int cpu_has_f16c = 0; /* what the CPU has; lp_has_f16c is what the loops use */
 
 /* `obj`'s buffer of rank `ndim` and item size `itemsize` (any when 0), rows possibly strided
  * but elements within a row adjacent. */
@@ -68,10 +69,22 @@ Py_ssize_t lp_flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_size,
     return b[0].view.shape[0];
 }
 
+/* use_f16c(on): let the loops use the CPU's float16 conversions (where it has them) or only
+ * the portable loops, for tests of both; returns whether they were in use. */
+static PyObject *use_f16c(PyObject *self, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    int before = lp_has_f16c;
+    lp_has_f16c = on && cpu_has_f16c;
+    return PyBool_FromLong(before);
+}
+
 static PyMethodDef methods[] = {
     {"transpose2d", lp_transpose2d, METH_VARARGS, lp_transpose2d_doc},
     {"cast", lp_cast, METH_VARARGS, lp_cast_doc},
     {"lookup", lp_lookup, METH_VARARGS, lp_lookup_doc},
+    {"cast16", lp_cast16, METH_VARARGS, lp_cast16_doc},
+    {"use_f16c", use_f16c, METH_O, "use_f16c(on): use the CPU's float16 conversions or not."},
     {"quantize_int8", lp_quantize_int8, METH_VARARGS, lp_quantize_int8_doc},
     {"quantize_int4", lp_quantize_int4, METH_VARARGS, lp_quantize_int4_doc},
     {"quantize_legacy", lp_quantize_legacy, METH_VARARGS, lp_quantize_legacy_doc},
@@ -90,7 +103,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__native(void) {
 #if LP_X86
     __builtin_cpu_init();
-    lp_has_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    cpu_has_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    lp_has_f16c = cpu_has_f16c;
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "BLOCKED_TRANSPOSE", LP_BLOCKED_TRANSPOSE) < 0) {

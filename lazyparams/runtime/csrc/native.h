@@ -84,11 +84,12 @@ static inline float bits_f32(uint32_t b) {
 PyObject *lp_transpose2d(PyObject *self, PyObject *args);
 PyObject *lp_cast(PyObject *self, PyObject *args);
 PyObject *lp_lookup(PyObject *self, PyObject *args);
+PyObject *lp_cast16(PyObject *self, PyObject *args);
 PyObject *lp_quantize_int8(PyObject *self, PyObject *args);
 PyObject *lp_quantize_int4(PyObject *self, PyObject *args);
 PyObject *lp_quantize_gguf_k(PyObject *self, PyObject *args);
 PyObject *lp_dequantize_gguf_k(PyObject *self, PyObject *args);
-extern const char lp_transpose2d_doc[], lp_cast_doc[], lp_lookup_doc[];
+extern const char lp_transpose2d_doc[], lp_cast_doc[], lp_lookup_doc[], lp_cast16_doc[];
 extern const char lp_quantize_int8_doc[], lp_quantize_int4_doc[];
 PyObject *lp_quantize_legacy(PyObject *self, PyObject *args); /* gguf_legacy.c */
 PyObject *lp_dequantize_legacy(PyObject *self, PyObject *args);

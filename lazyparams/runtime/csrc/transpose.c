@@ -15,7 +15,7 @@
  * register blocks are 16 rows tall), and how many such tiles ahead it prefetches: a strip
  * reads dozens of rows side by side, more streams than the hardware prefetcher follows. */
 #define TILE_BYTES 128
-#define PREFETCH_TILES 1
+#define PREFETCH_TILES 2
 
 /* The edges of a transpose, element by element. */
 #define SCALAR_TILE(T)                                                                         \

@@ -1,0 +1,322 @@
+"""npz, .npy folder and GGUF output built in DST's work folder, tensor by tensor, resumable.
+
+The work folder (see `journal`) holds the output's files, laid out in full before any data
+(see `layouts`), `job.json` and a journal whose lines are `[name, crc32]` for every tensor
+synced to disk. A resume reuses a journaled tensor only after its bytes read back with the
+recorded CRC. Publishing writes a marker file, then renames the output into place (once, or
+once per part of a split GGUF); a resume after a kill there completes it and cleans up.
+Imports `io` and the engine's own modules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lazyparams.engine.journal import remove_work, work_dir, write_job
+from lazyparams.engine.layouts import FOLDER, Layout, Slot
+from lazyparams.errors import CheckpointError, ConvertError
+from lazyparams.io import TensorInfo, check_declared
+from lazyparams.io.filemap import write_array_at
+from lazyparams.io.npy_format import stored_form
+from lazyparams.io.partial import RowLedger, rows_offset
+from lazyparams.io.staging import fsync_path
+
+DATA_DIR = "data"
+RECORDS_FILE = "records"
+PUBLISHING_FILE = "publishing"
+JOURNAL_SECONDS = 0.25
+"""Finished tensors are synced and journaled together at most this often (and at the end)."""
+_CHUNK = 16 * 1024 * 1024
+_SYNC = getattr(os, "fdatasync", os.fsync)
+
+
+class StagedFiles:
+    """An npz, .npy folder or GGUF output written by slot into the work folder's files.
+
+    Made fresh it replaces any earlier work folder; with `done` (the verified records of a
+    resume, name -> CRC) it reopens the files and writes only the other tensors.
+    """
+
+    def __init__(
+        self,
+        dst: Path,
+        layout: Layout,
+        infos: Sequence[TensorInfo],
+        job: dict[str, Any],
+        done: dict[str, int] | None,
+    ) -> None:
+        self.dst, self.work, self.layout = dst, work_dir(dst), layout
+        self.data = self.work / DATA_DIR
+        self.infos = {info.name: info for info in infos}
+        self.files = tuple(str(final) for _, final in layout.published)
+        self.crcs: dict[str, int] = dict(done or {})
+        self._lock = threading.Lock()
+        self._busy: set[str] = set()
+        self._rows = RowLedger(str(dst), self.infos, self._taken, self._lock)
+        self._fds: list[int] = []
+        self._pending: list[str] = []
+        self._flushed_at = time.monotonic()
+        self._records = -1
+        try:
+            self._open(job, fresh=done is None)
+        except OSError as err:
+            self._close()
+            raise ConvertError(
+                f"{err.filename or dst}: cannot write the output: {err.strerror or err}; "
+                "expected a writable destination folder"
+            ) from None
+
+    def _open(self, job: dict[str, Any], fresh: bool) -> None:
+        if fresh:
+            remove_work(self.work)
+            self.data.mkdir(parents=True)
+            self.layout.create(self.data)
+        if not (self.work / PUBLISHING_FILE).exists():
+            self._fds = [os.open(self.data / f, os.O_RDWR) for f in self.layout.files]
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        self._records = os.open(self.work / RECORDS_FILE, flags, 0o644)
+        if fresh:
+            write_job(self.work, job)  # last: a job file means every data file exists
+
+    # Writing ---------------------------------------------------------------------------------
+
+    def write(self, name: str, array: Any) -> None:
+        """Write one declared output into its slot; journal it once synced."""
+        check_declared(str(self.dst), self.infos, name, array)
+        with self._lock:
+            if self._taken(name) or self._rows.started(name):
+                raise CheckpointError(f"{self.dst}: tensor {name!r} was written twice")
+            self._busy.add(name)
+        slot = self.layout.slots[name]
+        data = np.ascontiguousarray(self._stored(name, array))
+        raw = memoryview(data.reshape(-1).view(np.uint8).data)
+        crc = zlib.crc32(raw, zlib.crc32(_crc_head(slot)))
+        self._guarded(name, lambda: self._put(name, raw, crc))
+
+    def write_rows(self, name: str, start: int, block: Any) -> None:
+        """Write rows of a declared output; once its last rows are there, journal it (its CRC
+        read back from the file, as blocks may arrive in any order)."""
+        rows = self._rows.claim(name, start, block)
+        slot = self.layout.slots[name]
+        fd = self._fds[slot.file]
+        at = slot.data_at + rows_offset(self.infos[name], int(start))
+
+        def put() -> None:
+            write_array_at(fd, self._stored(name, rows), at)
+            if self._rows.stored(name, rows.shape[0]):
+                self._finish(name, self._read_crc(name, slot))
+
+        self._guarded(name, put)
+
+    def _stored(self, name: str, array: Any) -> Any:
+        """The array as the format stores it (raw bits for dtypes numpy cannot spell)."""
+        return stored_form(array, self.infos[name].dtype) if self.layout.numpy else array
+
+    def _put(self, name: str, raw: memoryview, crc: int) -> None:
+        slot = self.layout.slots[name]
+        write_array_at(self._fds[slot.file], np.frombuffer(raw, np.uint8), slot.data_at)
+        self._finish(name, crc)
+
+    def _finish(self, name: str, crc: int) -> None:
+        """Write the slot's header (with its CRC), then count the tensor as done."""
+        slot = self.layout.slots[name]
+        os.pwrite(self._fds[slot.file], self.layout.head(name, crc), slot.head_at)
+        with self._lock:
+            self.crcs[name] = crc
+            self._pending.append(name)
+            if time.monotonic() - self._flushed_at >= JOURNAL_SECONDS:
+                self._flush()
+
+    def _guarded(self, name: str, step: Any) -> None:
+        """Run a write step; a failing disk is named with the tensor and the file."""
+        try:
+            step()
+        except OSError as err:
+            path = self.data / self.layout.files[self.layout.slots[name].file]
+            reason = err.strerror or str(err)
+            raise CheckpointError(
+                f"{reason} while writing tensor {name!r} to {self.dst} (in {path}); the tensors "
+                "written before it are kept: free space, then rerun with --resume"
+            ) from None
+
+    def _read_crc(self, name: str, slot: Slot) -> int:
+        """The CRC of a slot whose data is in the file and whose header is not yet."""
+        return file_crc(self._fds[slot.file], slot.data_at, slot.end, zlib.crc32(_crc_head(slot)))
+
+    def _taken(self, name: str) -> bool:
+        return name in self.crcs or name in self._busy
+
+    def _flush(self) -> None:
+        """Sync the files, then journal the finished tensors (the caller holds the lock)."""
+        if not self._pending or self._records < 0:
+            return
+        for fd in self._fds:
+            _SYNC(fd)
+        lines = "".join(json.dumps([n, self.crcs[n]]) + "\n" for n in self._pending)
+        os.write(self._records, lines.encode("utf-8"))
+        os.fsync(self._records)
+        self._pending.clear()
+        self._flushed_at = time.monotonic()
+
+    # Ending ----------------------------------------------------------------------------------
+
+    def finalize(self) -> None:
+        """Complete the files (an npz's central directory), then publish and clean up."""
+        missing = [name for name in self.infos if name not in self.crcs]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise CheckpointError(f"{self.dst}: {self._rows.missing_message(missing[0])}{more}")
+        try:
+            if self._fds:
+                self._complete_files()
+            with self._lock:
+                self._flush()
+            self._close()
+            self._publish()
+        except OSError as err:
+            raise CheckpointError(
+                f"{err.strerror or err} while publishing {self.dst}; the finished output is "
+                f"kept in {self.work}: rerun with --resume"
+            ) from None
+        remove_work(self.work)
+
+    def _complete_files(self) -> None:
+        trailer = self.layout.trailer(self.crcs)
+        if trailer:
+            end = self.layout.sizes[0]
+            os.pwrite(self._fds[0], trailer, end)
+            os.ftruncate(self._fds[0], end + len(trailer))
+        for fd in self._fds:
+            os.fsync(fd)
+
+    def _publish(self) -> None:
+        """Write the marker that says publishing began, then rename the output into place (one
+        rename, or one per part): a resume after a kill here completes it and cleans up."""
+        if self.data.exists():  # a resumed publish may find the whole folder moved
+            fsync_path(self.data)
+        published = self.layout.published
+        self.dst.parent.mkdir(parents=True, exist_ok=True)
+        if not (self.work / PUBLISHING_FILE).exists():
+            (self.work / PUBLISHING_FILE).write_text("\n".join(self.files) + "\n")
+            fsync_path(self.work)
+        for relative, final in published:
+            source = self.data if relative == FOLDER else self.data / relative
+            if source.exists():  # a resumed publish finds some parts already moved
+                os.rename(source, final)
+        fsync_path(self.dst.parent)
+
+    def abort(self) -> None:
+        """Stop and delete everything written, the work folder included."""
+        self._close()
+        remove_work(self.work)
+
+    def suspend(self) -> None:
+        """Stop, keeping the work folder and its journal for `--resume`."""
+        with self._lock, contextlib.suppress(OSError):
+            self._flush()  # a disk that fails here loses only the unjournaled tensors
+        self._close()
+
+    def _close(self) -> None:
+        while self._fds:
+            os.close(self._fds.pop())
+        if self._records >= 0:
+            os.close(self._records)
+            self._records = -1
+
+
+def _crc_head(slot: Slot) -> bytes:
+    """The part of a slot's header its CRC covers (an npz member's npy header, a .npy file's)."""
+    return slot.head[slot.crc_from - slot.head_at :] if slot.crc_from < slot.data_at else b""
+
+
+def file_crc(fd: int, start: int, end: int, crc: int = 0) -> int:
+    """The CRC-32 of bytes [start, end) of a file, continuing `crc`, read in bounded chunks."""
+    for at in range(start, end, _CHUNK):
+        crc = zlib.crc32(os.pread(fd, min(_CHUNK, end - at), at), crc)
+    return crc
+
+
+def verified_done(dst: Path, layout: Layout) -> dict[str, int]:
+    """The journaled tensors of DST's work folder (name -> CRC) whose bytes still read back
+    with their recorded CRC; the others are written again. ConvertError if a file is missing
+    or is not the layout's."""
+    work = work_dir(dst)
+    records = dict(read_records(work))
+    unknown = next((name for name in records if name not in layout.slots), None)
+    if unknown is not None:
+        raise ConvertError(
+            f"{work / RECORDS_FILE}: records tensor {unknown!r}, which this conversion does not "
+            "write; expected the same job (run without --resume to start over)"
+        )
+    if (work / PUBLISHING_FILE).exists():
+        return records  # complete and synced before its publishing began
+    fds = [_open_checked(work, layout, index) for index in range(len(layout.files))]
+    try:
+        return {name: crc for name, crc in records.items() if _intact(fds, layout, name, crc)}
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _open_checked(work: Path, layout: Layout, index: int) -> int:
+    """A work file opened for reading, checked to have the layout's size and first bytes."""
+    path = work / DATA_DIR / layout.files[index]
+    size, prefix = layout.sizes[index], layout.prefixes[index]
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise ConvertError(
+            f"{path}: the interrupted conversion's file is missing; expected it in the work "
+            "folder (run without --resume to start over)"
+        ) from None
+    found = os.fstat(fd).st_size
+    sized = found == size or (bool(layout.members) and found > size)  # a directory written
+    if not sized or os.pread(fd, len(prefix), 0) != prefix:
+        os.close(fd)
+        raise ConvertError(
+            f"{path}: the interrupted conversion's file is damaged or was laid out for other "
+            f"options; expected {size} bytes starting with its header (run without --resume "
+            "to start over)"
+        )
+    return fd
+
+
+def _intact(fds: Sequence[int], layout: Layout, name: str, crc: int) -> bool:
+    """Whether a journaled tensor's header and bytes are as recorded."""
+    slot = layout.slots[name]
+    head = layout.head(name, crc)[: slot.crc_from - slot.head_at]
+    fd = fds[slot.file]
+    return (
+        os.pread(fd, len(head), slot.head_at) == head
+        and file_crc(fd, slot.crc_from, slot.end) == crc
+    )
+
+
+def read_records(work: Path) -> list[tuple[str, int]]:
+    """The `[name, crc]` records of a work folder's journal; a line cut short by a kill (no
+    newline yet) is not a record."""
+    try:
+        data = (work / RECORDS_FILE).read_bytes()
+    except FileNotFoundError:
+        return []
+    records = []
+    for line in data.split(b"\n")[:-1]:
+        try:
+            name, crc = json.loads(line)
+            records.append((str(name), int(crc)))
+        except (ValueError, TypeError):
+            raise ConvertError(
+                f"{work / RECORDS_FILE}: damaged journal line {line[:60]!r}; expected "
+                '["name", crc] (run without --resume to start over)'
+            ) from None
+    return records
