@@ -211,7 +211,6 @@ def _import_everything() -> None:
 
     for module in pkgutil.iter_modules(lazyparams.io.__path__, "lazyparams.io."):
         importlib.import_module(module.name)
-    importlib.import_module(lazyparams.engine.__name__)
 
 
 def _limit(memory: int, file_size: int) -> None:
