@@ -47,6 +47,7 @@ class NpzSource(SourceBase):
         self._infos = {}
         try:
             self._zip = ZipMembers(self._file, self.path, ".npz archive")
+            self._crc_checked: set[str] = set()
             for member in self._zip.members.values():
                 if member.name.endswith(".npy"):
                     self._add(member)
@@ -59,6 +60,7 @@ class NpzSource(SourceBase):
         info = self.info(name)
         member, header = self._members[name]
         fd = self._fileno(self._file)
+        self._check_stored(member)
         if member.compressed:
             flat = self._inflate(member, header.length, header.data_bytes)
             order: Literal["F", "C"] = "F" if header.fortran else "C"
@@ -78,6 +80,8 @@ class NpzSource(SourceBase):
         member, header = self._members[name]
         c_order = not header.fortran or len(header.shape) < 2
         if not member.compressed:
+            self._fileno(self._file)
+            self._check_stored(member)
             if c_order and header.stored.isnative:  # just the rows, even when unaligned
                 fd = self._fileno(self._file)
                 return self._map_rows(fd, member.start + header.length, name, start, stop)
@@ -112,6 +116,13 @@ class NpzSource(SourceBase):
         check_data_size(header, member.size - header.length, where)
         self._infos[name] = tensor_info(name, header, tag, where)
         self._members[name] = (member, header)
+
+    def _check_stored(self, member: Member) -> None:
+        """Check a stored member's CRC-32 once, at its first read (a deflated one is checked
+        as it inflates)."""
+        if not member.compressed and member.name not in self._crc_checked:
+            self._zip.check_stored(member)
+            self._crc_checked.add(member.name)
 
     def _prefix(self, member: Member, count: int) -> bytes:
         """The first `count` bytes of `member` (fewer when it is shorter)."""

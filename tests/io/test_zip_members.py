@@ -76,6 +76,23 @@ def test_wrong_crc_is_refused(tmp_path: Path) -> None:
     assert "the member is corrupt" in message
 
 
+@pytest.mark.parametrize("rows", [False, True], ids=["whole", "rows"])
+def test_a_flipped_byte_in_a_stored_member_is_refused_by_its_crc(
+    tmp_path: Path, rows: bool
+) -> None:
+    """A stored member is mapped, not inflated: its CRC is still checked at the first read."""
+    path = tmp_path / "m.npz"
+    np.savez(path, w=WEIGHTS)
+    data = bytearray(path.read_bytes())
+    at = data.find(WEIGHTS[2].tobytes()[:64]) + 10
+    data[at] ^= 0x40
+    path.write_bytes(bytes(data))
+    source = NpzSource(path)
+    with pytest.raises(CheckpointError, match=r"\[w\.npy\]: CRC-32 .* the member is corrupt"):
+        source.load_rows("w", 0, 1) if rows else source.load("w")
+    source.close()
+
+
 def test_stream_shorter_than_declared_is_refused(tmp_path: Path) -> None:
     raw = npy_bytes(WEIGHTS)
     short = entry("w.npy", raw[:-100])
