@@ -94,9 +94,13 @@ def quantize_into(x: Array, type_name: str, out: Array) -> None:
     flat, dest = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
     legacy = type_name in gguf_legacy.TYPES  # writes in place and refuses NaN itself
     step = _pieces(flat.size, block, _compiled_legacy(type_name, flat.dtype))
+    scratch = None if flat.dtype == np.float32 else np.empty(min(step, flat.size), np.float32)
     for first in range(0, flat.size, step):
         chunk = flat[first : first + step]
-        wide = (chunk if chunk.dtype == np.float32 else chunk.astype(np.float32)).reshape(1, -1)
+        if scratch is not None:  # one float32 buffer for every chunk, filled by the fast cast
+            fast.cast_into(chunk, scratch[: chunk.size])
+            chunk = scratch[: chunk.size]
+        wide = chunk.reshape(1, -1)
         at = block.row_bytes(first)
         target = dest[at : at + block.row_bytes(wide.size)].reshape(1, -1)
         if legacy:
