@@ -46,7 +46,15 @@ def _sharded(folder: Path) -> Tensors | None:
 def _npz(path: Path) -> Tensors:
     with np.load(path, allow_pickle=False) as archive:
         arrays = {name: archive[name] for name in archive.files}
-    return {name: (a.shape, np.ascontiguousarray(a).tobytes()) for name, a in arrays.items()}
+    return {name: (a.shape, _native_bytes(a)) for name, a in arrays.items()}
+
+
+def _native_bytes(array: Any) -> bytes:
+    """The array's bytes in native byte order: lazyparams reads a big-endian member into the
+    native dtype (the same values), where numpy keeps the member's byte order."""
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    return bytes(np.ascontiguousarray(array).tobytes())
 
 
 READERS: dict[str, Any] = {"safetensors": _safetensors_file, "sharded": _sharded, "npz": _npz}
