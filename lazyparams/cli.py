@@ -21,9 +21,6 @@ from lazyparams.errors import ConvertError, LazyParamsError
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
-
-    from lazyparams.engine import Plan, Report
 
 
 def _spec_help() -> str:
@@ -259,6 +256,7 @@ def _demo_parser(commands: Any, full: bool) -> None:
 
 def _run_plan(args: argparse.Namespace, out: Console) -> int:
     from lazyparams.engine.plan import plan
+    from lazyparams.engine.report_tables import plan_table
     from lazyparams.engine.specs import spec_with_options
 
     if args.workers_on_cluster is not None:
@@ -308,6 +306,7 @@ def _run_partition(args: argparse.Namespace, out: Console) -> int:
 def _run_convert(args: argparse.Namespace, out: Console) -> int:
     from lazyparams.engine.convert import convert
     from lazyparams.engine.partition_report import partition_table
+    from lazyparams.engine.report_tables import report_table
     from lazyparams.engine.specs import spec_with_options
 
     report = convert(
@@ -368,6 +367,7 @@ def _run_demo(args: argparse.Namespace, out: Console) -> int:
     import tempfile
 
     from lazyparams.engine.demo import LlamaShape, run_demo
+    from lazyparams.engine.report_tables import memory_table, plan_table
 
     shape = LlamaShape(args.layers, args.hidden, args.intermediate)
     out.print(
@@ -389,97 +389,6 @@ def _print_json(summary: Any) -> None:
     import json
 
     print(json.dumps(summary, indent=2))
-
-
-# Tables --------------------------------------------------------------------------------------
-
-
-def _table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=Text(title), show_header=False, title_justify="left")
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")
-    for label, value in rows:
-        table.add_row(Text(label), Text(value))
-    return table
-
-
-def _peak(nbytes: int, binding: str) -> str:
-    from lazyparams.engine.sizes import format_bytes
-
-    return f"{format_bytes(nbytes)} at binding {binding}"
-
-
-def plan_table(the_plan: Plan) -> Table:
-    """The plan as a two-column table."""
-    from lazyparams.engine.sizes import format_bytes
-
-    ratio = the_plan.eager_peak_bytes / max(the_plan.predicted_peak_bytes, 1)
-    rows = [
-        ("source", f"{the_plan.source} ({the_plan.source_tensors} tensors)"),
-        *the_plan.target,
-        ("reads", f"{len(the_plan.inputs)} tensors, {format_bytes(the_plan.bytes_in)}"),
-        ("writes", f"{len(the_plan.outputs)} tensors, {format_bytes(the_plan.bytes_out)}"),
-        ("eager peak", f"{format_bytes(the_plan.eager_peak_bytes)} (everything in memory)"),
-        (
-            "predicted peak",
-            f"{_peak(the_plan.predicted_peak_bytes, the_plan.peak_binding)} ({ratio:.1f}x less)",
-        ),
-    ]
-    if the_plan.workers > 1:
-        rows.append(
-            (
-                "workers",
-                f"{the_plan.workers}, within {format_bytes(the_plan.predicted_peak_bytes)} "
-                f"({format_bytes(the_plan.in_flight_bytes)} above the in-order peak)",
-            )
-        )
-    if the_plan.budget is not None:
-        verdict = "fits" if the_plan.fits else "does NOT fit"
-        rows.append(("budget", f"{format_bytes(the_plan.budget)}: {verdict}"))
-    return _table(f"Plan: {the_plan.spec}", rows)
-
-
-def report_table(report: Report) -> Table:
-    """The report of a conversion as a two-column table."""
-    from lazyparams.engine.sizes import format_bytes
-
-    rows = [
-        ("destination", f"{report.destination} ({len(report.files)} files)"),
-        ("read", f"{report.tensors_read} tensors, {format_bytes(report.bytes_read)}"),
-        ("written", f"{report.tensors_written} tensors, {format_bytes(report.bytes_written)}"),
-    ]
-    if report.resumed_outputs:
-        rows.append(("resumed", f"{report.resumed_outputs} outputs were already written"))
-    if report.discarded_partial:
-        rows.append(("note", "an interrupted run's partial output was discarded"))
-    rows.append(("time", f"{report.wall_seconds:.2f} s"))
-    return _table(f"Converted: {report.plan.spec}", rows + _memory_rows(report))
-
-
-def _memory_rows(report: Report) -> list[tuple[str, str]]:
-    from lazyparams.engine.sizes import format_bytes
-
-    def bytes_or_na(value: int | None) -> str:
-        return "n/a" if value is None else format_bytes(value)
-
-    return [
-        ("eager peak", format_bytes(report.eager_peak_bytes)),
-        ("predicted peak", _peak(report.predicted_peak_bytes, report.plan.peak_binding)),
-        ("measured peak (VM)", bytes_or_na(report.measured_peak_bytes)),
-        ("peak RSS over start", bytes_or_na(report.peak_rss_bytes)),
-    ]
-
-
-def memory_table(report: Report, source_bytes: int) -> Table:
-    """Predicted and measured memory next to the eager figure, for the demo."""
-    from lazyparams.engine.sizes import format_bytes
-
-    rows = [("checkpoint", format_bytes(source_bytes)), *_memory_rows(report)]
-    rows.append(("time", f"{report.wall_seconds:.2f} s"))
-    return _table("Memory: eager vs lazy", rows)
 
 
 # Entry point ---------------------------------------------------------------------------------

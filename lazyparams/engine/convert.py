@@ -168,17 +168,13 @@ def convert(
     `allow_outside_links` is as for `plan` (one machine only: cluster workers open SRC alone).
     """
     if cluster is not None or part_size is not None:  # a ClusterReport
-        if allow_outside_links:
-            raise ConvertError(
-                "allow_outside_links: applies to a conversion on one machine; cluster workers "
-                "open SRC themselves and keep its files inside its folder"
-            )
         return _on_cluster(
             transform,
             src,
             dst,
             cluster,
             workers,
+            allow_outside_links,
             budget=budget,
             format=format,
             shard_size=shard_size,
@@ -262,13 +258,24 @@ def prepare(
 
 
 def _on_cluster(
-    transform: Spec, src: Source, dst: Any, cluster: object, workers: int, **options: Any
+    transform: Spec,
+    src: Source,
+    dst: Any,
+    cluster: object,
+    workers: int,
+    allow_outside_links: bool,
+    **options: Any,
 ) -> Any:
     """The conversion as parts on a Dask cluster (the optional cluster layer)."""
     if cluster is None:
         raise ConvertError("part_size: applies to a conversion on a cluster; expected cluster=")
     if workers != 1:
         raise ConvertError(f"workers: applies to one machine, got {workers} with a cluster")
+    if allow_outside_links:
+        raise ConvertError(
+            "allow_outside_links: applies to a conversion on one machine; cluster workers "
+            "open SRC themselves and keep its files inside its folder"
+        )
     return cluster_entry("convert_on_cluster")(transform, src, dst, cluster=cluster, **options)
 
 

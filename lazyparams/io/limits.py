@@ -34,9 +34,9 @@ def check_shape(shape: Iterable[object], where: str) -> tuple[int, ...]:
         raise CheckpointError(f"{where}: rank {len(dims)} exceeds the limit of {MAX_RANK}")
     for dim in dims:
         if not isinstance(dim, int) or isinstance(dim, bool) or not 0 <= dim <= MAX_DIM:
-            shown = _short(dim)
             raise CheckpointError(
-                f"{where}: dimension {shown} is not an integer in [0, 2**62] (shape {_short(dims)})"
+                f"{where}: dimension {short_repr(dim)} is not an integer in [0, 2**62] "
+                f"(shape {short_repr(dims)})"
             )
     checked = tuple(d for d in dims if isinstance(d, int))
     if math.prod(checked) > MAX_ELEMENTS:
@@ -47,7 +47,7 @@ def check_shape(shape: Iterable[object], where: str) -> tuple[int, ...]:
 def check_name(name: object, where: str) -> str:
     """`name` as a tensor name: a string, encodable as UTF-8, with no NUL, of bounded length."""
     if not isinstance(name, str):
-        raise CheckpointError(f"{where}: tensor name {_short(name)} is not a string")
+        raise CheckpointError(f"{where}: tensor name {short_repr(name)} is not a string")
     if "\x00" in name:
         raise CheckpointError(f"{where}: tensor name {name!r} contains a NUL character")
     try:
@@ -125,7 +125,7 @@ def _bounded_int(where: str) -> Any:
     return parse
 
 
-def _short(value: object, limit: int = 60) -> str:
+def short_repr(value: object, limit: int = 60) -> str:
     """A repr of `value` cut to `limit` characters, for messages about hostile values."""
     text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "<huge int>"
     return text if len(text) <= limit else text[: limit - 3] + "..."

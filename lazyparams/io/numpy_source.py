@@ -80,10 +80,9 @@ class NpzSource(SourceBase):
         member, header = self._members[name]
         c_order = not header.fortran or len(header.shape) < 2
         if not member.compressed:
-            self._fileno(self._file)
+            fd = self._fileno(self._file)
             self._check_stored(member)
             if c_order and header.stored.isnative:  # just the rows, even when unaligned
-                fd = self._fileno(self._file)
                 return self._map_rows(fd, member.start + header.length, name, start, stop)
             return super().load_rows(name, start, stop)
         first, end = check_rows(info, start, stop, self.path)

@@ -19,7 +19,7 @@ from typing import Any
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import TensorInfo
 from lazyparams.io.dtypes import itemsize
-from lazyparams.io.limits import MAX_INT_DIGITS, check_name, check_shape, load_json
+from lazyparams.io.limits import MAX_INT_DIGITS, check_name, check_shape, load_json, short_repr
 
 HEADER_LIMIT = 100 * 1000 * 1000
 METADATA_KEY = "__metadata__"
@@ -177,7 +177,7 @@ def _parse_entry(name: str, value: object, path: str) -> Entry:
     dtype = CODE_TO_DTYPE.get(value["dtype"]) if isinstance(value["dtype"], str) else None
     if dtype is None:
         raise CheckpointError(
-            f"{where}: unknown or unsupported dtype {_short(value['dtype'])} "
+            f"{where}: unknown or unsupported dtype {short_repr(value['dtype'], 40)} "
             f"(supported: {', '.join(CODE_TO_DTYPE)})"
         )
     shape, offsets = value["shape"], value["data_offsets"]
@@ -192,11 +192,6 @@ def _parse_entry(name: str, value: object, path: str) -> Entry:
             f"{list(info.shape)} of {value['dtype']} needs {info.nbytes}"
         )
     return Entry(info, begin, end)
-
-
-def _short(value: object, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_int_list(value: object) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io.limits import MAX_DIM, check_shape
+from lazyparams.io.limits import MAX_DIM, check_shape, short_repr
 from lazyparams.io.pickle_bounds import (
     MAX_PICKLE_STEPS,
     flatten_state_dict,
@@ -129,14 +129,14 @@ def checked(name: str, record: TensorRecord, where: str) -> TensorRecord:
     size, stride, offset = record.shape, record.stride, record.offset
     if not isinstance(size, tuple) or not isinstance(stride, tuple) or len(size) != len(stride):
         raise CheckpointError(
-            f"{at}: size {_short(size)} and stride {_short(stride)}; expected two tuples of one "
-            "length"
+            f"{at}: size {short_repr(size, 80)} and stride {short_repr(stride, 80)}; "
+            "expected two tuples of one length"
         )
     shape = check_shape(size, at)
     if not all(_is_count(v) for v in (offset, *stride)):
         raise CheckpointError(
-            f"{at}: offset {_short(offset)} and stride {_short(stride)}; expected integers in "
-            "[0, 2**62]"
+            f"{at}: offset {short_repr(offset, 80)} and stride {short_repr(stride, 80)}; "
+            "expected integers in [0, 2**62]"
         )
     return TensorRecord(record.storage, record.dtype, offset, shape, stride)
 
@@ -144,12 +144,6 @@ def checked(name: str, record: TensorRecord, where: str) -> TensorRecord:
 def _is_count(value: object) -> bool:
     """Whether `value` is an int (not a bool) in [0, MAX_DIM]."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_DIM
-
-
-def _short(value: object) -> str:
-    """A short repr of a hostile value, for messages."""
-    text = "<huge int>" if isinstance(value, int) and value.bit_length() > 200 else repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,10 +195,10 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     def persistent_load(self, pid: Any) -> StorageRef:
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise pickle.UnpicklingError(f"unexpected persistent id {_short(pid)}")
+            raise pickle.UnpicklingError(f"unexpected persistent id {short_repr(pid, 80)}")
         _, storage_type, key, _location, numel = pid
         if not isinstance(storage_type, StorageType) or not _is_key(key) or not _is_count(numel):
-            raise pickle.UnpicklingError(f"malformed storage id {_short(pid)}")
+            raise pickle.UnpicklingError(f"malformed storage id {short_repr(pid, 80)}")
         declared = (storage_type.dtype, numel)
         if self.storages.setdefault(key, declared) != declared:
             raise pickle.UnpicklingError(f"storage {key!r} is declared twice, differently")

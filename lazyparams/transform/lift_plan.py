@@ -28,6 +28,7 @@ from lazyparams.ir import (
     DataflowVar,
     ExprMutator,
     Function,
+    IRModule,
     MatchCast,
     SeqExpr,
     StructInfo,
@@ -199,6 +200,16 @@ def _rebuilt(binding: Binding, mutator: ExprMutator) -> Binding:
     if isinstance(binding, MatchCast):
         return MatchCast(binding.var, value, binding.struct_info)
     return VarBinding(binding.var, value)
+
+
+def relax_function(mod: IRModule, name: str, pass_name: str) -> Function:
+    """The function `name` of `mod`, which must be a Relax function."""
+    func = mod[name]
+    if not isinstance(func, Function):
+        raise TransformError(
+            f"{pass_name}: expected {name!r} to be a Relax function, got a {type(func).__name__}"
+        )
+    return func
 
 
 # Composition with an existing transform -------------------------------------------------------

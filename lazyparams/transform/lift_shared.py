@@ -27,6 +27,7 @@ from lazyparams.transform.lift_plan import (
     compose,
     model_reads,
     plan_lift,
+    relax_function,
 )
 from lazyparams.transform.util import num_input
 
@@ -61,7 +62,7 @@ def lift_shared(mod: IRModule, names: list[str], pass_name: str) -> IRModule:
     """`mod` with one `transform_params` for the functions `names` and each rebuilt on it."""
     if not names:
         return mod
-    funcs = [_function(mod, name) for name in names]
+    funcs = [relax_function(mod, name, pass_name) for name in names]
     plans = [plan_lift(f, num_input(f, n, pass_name)) for n, f in zip(names, funcs, strict=True)]
     _check_same_weights(names, plans, pass_name)
     classes = _Classes()
@@ -69,7 +70,7 @@ def lift_shared(mod: IRModule, names: list[str], pass_name: str) -> IRModule:
     shared = classes.shared(per_func, plans)
     for plan, class_of in zip(plans, per_func, strict=True):
         _restrict(plan, class_of, shared)
-    existing = _function(mod, SHARED_NAME) if SHARED_NAME in mod else None
+    existing = relax_function(mod, SHARED_NAME, pass_name) if SHARED_NAME in mod else None
     if existing is not None and not any(p.lifted or p.barriers for p in plans):
         return mod
     tokens = _output_tokens(funcs, plans, per_func)
@@ -179,13 +180,6 @@ def _check_same_weights(names: Sequence[str], plans: list[LiftPlan], pass_name: 
                     f"{weight.struct_info}, where {names[0]!r} takes {model.struct_info}; "
                     "expected the same shape and dtype"
                 )
-
-
-def _function(mod: IRModule, name: str) -> Function:
-    func = mod[name]
-    if not isinstance(func, Function):
-        raise TransformError(f"LiftTransformParams: expected {name!r} to be a Relax function")
-    return func
 
 
 def _is_transform(name: str) -> bool:

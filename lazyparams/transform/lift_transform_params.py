@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lazyparams.errors import TransformError
-from lazyparams.ir import Function, IRModule
+from lazyparams.ir import IRModule
 from lazyparams.transform.base import Pass
 from lazyparams.transform.lift_plan import (
     SUFFIX,
@@ -22,6 +22,7 @@ from lazyparams.transform.lift_plan import (
     build_transform,
     compose,
     plan_lift,
+    relax_function,
 )
 from lazyparams.transform.lift_shared import SHARED_NAME, lift_shared, shared_candidates
 from lazyparams.transform.util import num_input
@@ -50,7 +51,9 @@ class LiftTransformParams(Pass):
             if "num_input" not in func.attrs or name.endswith(SUFFIX) or name == SHARED_NAME:
                 continue
             plan = plan_lift(func, num_input(func, name, self.name))
-            existing = self._existing(mod, name + SUFFIX)
+            existing = (
+                relax_function(mod, name + SUFFIX, self.name) if name + SUFFIX in mod else None
+            )
             if existing is not None and not plan.lifted and not plan.barriers:
                 continue
             transform = build_transform(func, plan)
@@ -59,18 +62,6 @@ class LiftTransformParams(Pass):
             result = result.with_function(name + SUFFIX, transform)
             result = result.with_function(name, build_model(func, plan))
         return result
-
-    def _existing(self, mod: IRModule, name: str) -> Function | None:
-        """The transform `name` already in `mod`, if any; it must be a Relax function."""
-        if name not in mod:
-            return None
-        func = mod[name]
-        if not isinstance(func, Function):
-            raise TransformError(
-                f"{self.name}: expected {name!r} to be a Relax transform function, got a "
-                f"{type(func).__name__}"
-            )
-        return func
 
     def __repr__(self) -> str:
         return f"{self.name}(shared_transform={self.shared_transform!r})"
