@@ -9,9 +9,9 @@ from lazyparams.ir import Function, TupleStructInfo
 from lazyparams.runtime import VirtualMachine
 from lazyparams.script import ir as I
 from lazyparams.script import relax as R
-from lazyparams.script import tir as T
 from lazyparams.transform import LiftTransformParams
 from tests.transform.harness import assert_round_trip, assert_well_formed, check_pass, same_bits
+from tests.transform.lift_scenarios import RuntimeShape
 
 LIFT = LiftTransformParams()
 
@@ -127,17 +127,7 @@ def test_each_function_with_num_input_gets_its_own_transform() -> None:
 
 
 def test_a_function_of_a_runtime_shape_alone_gets_an_empty_transform() -> None:
-    @I.ir_module
-    class Before:
-        @R.function
-        def main(shape: R.Shape(["n"])) -> R.Shape(["n"]):
-            R.func_attr({"num_input": 1})
-            n = T.int64()
-            with R.dataflow():
-                zeros = R.zeros((n, n), "float32")
-                R.output()
-            return shape
-
+    Before = RuntimeShape
     after = LIFT(Before)
     assert_well_formed(after)
     assert after["main"] == Before["main"] or after["main"].params == Before["main"].params
