@@ -52,6 +52,7 @@ def test_version_and_help_import_no_heavy_library() -> None:
     assert [name for name in HEAVY if name in result["modules"]] == []
     assert [name for name in result["all"] if name.startswith("lazyparams.")] == [
         "lazyparams.cli",
+        "lazyparams.cli.options",
         "lazyparams.errors",
     ]
 

@@ -1,0 +1,232 @@
+"""The `lazyparams` command: `plan`, `convert`, `show` and `demo`, a thin layer over the engine.
+
+Exit codes: 0 success, 1 an error (one line naming the culprit, no traceback), 2 a usage
+error, 130 interrupted (Ctrl-C or SIGTERM). The arguments are `cli.options`'; this module runs
+the commands, importing the engine (and, for `show`, the script printer) part by part, only
+when a command needs it, so that `--help` and `--version` answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lazyparams.cli.options import build_parser
+from lazyparams.errors import ConvertError, LazyParamsError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+# Commands ------------------------------------------------------------------------------------
+
+
+def _run_plan(args: argparse.Namespace, out: Console) -> int:
+    from lazyparams.engine.plan import plan
+    from lazyparams.engine.report_tables import plan_table
+    from lazyparams.engine.specs import spec_with_options
+
+    if args.workers_on_cluster is not None:
+        return _run_partition(args, out)
+    spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
+    the_plan = plan(
+        spec,
+        args.src,
+        budget=args.budget,
+        workers=args.workers,
+        allow_outside_links=args.allow_outside_links,
+    )
+    if args.json:
+        _print_json(the_plan.summary())
+    else:
+        out.print(plan_table(the_plan))
+    reason = the_plan.budget_message
+    if reason is not None:
+        _error(reason)
+        return 1
+    return 0
+
+
+def _run_partition(args: argparse.Namespace, out: Console) -> int:
+    from lazyparams.engine.partition import partition
+    from lazyparams.engine.partition_report import partition_table, parts_table
+
+    if args.allow_outside_links:
+        raise ConvertError("--allow-outside-links: applies to one machine, not to cluster parts")
+    parts = partition(
+        args.spec,
+        args.src,
+        workers=args.workers_on_cluster,
+        part_size=args.part_size,
+        shard_size=args.shard_size,
+        budget=args.budget,
+    )
+    if args.json:
+        _print_json(parts.summary())
+    else:
+        out.print(partition_table(parts))
+        out.print(parts_table(parts))
+    parts.check_budget()
+    return 0
+
+
+def _run_convert(args: argparse.Namespace, out: Console) -> int:
+    from lazyparams.engine.convert import convert
+    from lazyparams.engine.partition_report import partition_table
+    from lazyparams.engine.report_tables import report_table
+    from lazyparams.engine.specs import spec_with_options
+
+    report = convert(
+        spec_with_options(args.spec, gguf_pre=args.gguf_pre),
+        args.src,
+        args.dst,
+        budget=args.budget,
+        format=args.format,
+        shard_size=args.shard_size,
+        resume=args.resume,
+        verify_resume=args.verify_resume,
+        progress=not args.no_progress,
+        workers=args.workers,
+        metadata=_metadata(args),
+        cluster=args.cluster,
+        part_size=args.part_size,
+        allow_outside_links=args.allow_outside_links,
+    )
+    if args.json:
+        _print_json(report.summary())
+    elif args.cluster is not None:
+        out.print(partition_table(report.partition))
+        for worker in report.workers:
+            out.print(worker.line(), markup=False)
+    else:
+        out.print(report_table(report))
+    return 0
+
+
+def _metadata(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The GGUF metadata the options ask for: --metadata-from's pairs, then --metadata's."""
+    if args.metadata_from is None and not args.metadata:
+        return None
+    from lazyparams.io.gguf_metadata import read_gguf_metadata
+
+    pairs: dict[str, Any] = {}
+    if args.metadata_from is not None:
+        pairs.update(read_gguf_metadata(args.metadata_from))
+    pairs.update(args.metadata or [])
+    return pairs
+
+
+def _run_show(args: argparse.Namespace, out: Console) -> int:
+    import lazyparams.script  # noqa: F401 - the printer behind `show`
+    from lazyparams.engine.compile import stage, trace_transform
+    from lazyparams.engine.plan import opened
+    from lazyparams.engine.specs import resolve_spec, spec_with_options
+
+    spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
+    with opened(args.src, args.allow_outside_links) as source:
+        fn = resolve_spec(spec, source, args.src).fn
+        text = stage(trace_transform(fn, source), args.stage).script()
+    sys.stdout.write(text)
+    return 0
+
+
+def _run_demo(args: argparse.Namespace, out: Console) -> int:
+    import tempfile
+
+    from lazyparams.engine.demo import LlamaShape, run_demo
+    from lazyparams.engine.report_tables import memory_table, plan_table
+
+    shape = LlamaShape(args.layers, args.hidden, args.intermediate)
+    out.print(
+        f"Making a llama-like checkpoint ({shape.layers} layers, d={shape.hidden}, "
+        f"f={shape.intermediate}) and converting it with {args.recipe!r}.",
+        markup=False,
+    )
+    with tempfile.TemporaryDirectory(prefix="lazyparams-demo-") as folder:
+        run = run_demo(folder, shape, spec=args.recipe, progress=not args.no_progress)
+    out.print(plan_table(run.report.plan))
+    out.print(memory_table(run.report, run.source_bytes))
+    return 0
+
+
+_COMMANDS = {"plan": _run_plan, "convert": _run_convert, "show": _run_show, "demo": _run_demo}
+
+
+def _print_json(summary: Any) -> None:
+    import json
+
+    print(json.dumps(summary, indent=2))
+
+
+# Entry point ---------------------------------------------------------------------------------
+
+
+def _error(message: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    # soft wrap: an error stays one line, however narrow the terminal
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(Text.assemble(("error: ", "bold red"), message))
+
+
+def _partial_hint(args: argparse.Namespace) -> None:
+    from lazyparams.engine.dst_lock import is_locked
+    from lazyparams.engine.journal import work_dir
+
+    dst = getattr(args, "dst", None)
+    if dst is not None and work_dir(Path(dst)).exists() and not is_locked(Path(dst)):
+        _error(
+            f"the partial output is kept in {work_dir(Path(dst))}; rerun with --resume to "
+            "continue, or without it to start over"
+        )
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops a command as Ctrl-C does (KeyboardInterrupt: the output keeps what a
+    resume needs, exit code 130); the previous handler comes back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line `argv` (default: sys.argv[1:]) and return the exit code."""
+    try:
+        words = sys.argv[1:] if argv is None else list(argv)
+        args = build_parser(words).parse_args(words)
+    except SystemExit as exit_:
+        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 2
+    from rich.console import Console
+
+    try:
+        with _terminate_as_interrupt():
+            return _COMMANDS[args.command](args, Console(highlight=False))
+    except LazyParamsError as err:
+        _error(str(err))
+        _partial_hint(args)
+        return 1
+    except OSError as err:
+        _error(str(err))
+        _partial_hint(args)
+        return 1
+    except KeyboardInterrupt:
+        _error("interrupted")
+        _partial_hint(args)
+        return 130
