@@ -178,13 +178,16 @@ def _error(message: str) -> None:
 
 def _partial_hint(args: argparse.Namespace) -> None:
     from lazyparams.engine.dst_lock import is_locked
-    from lazyparams.engine.journal import work_dir
+    from lazyparams.engine.part_files import partial_work
 
     dst = getattr(args, "dst", None)
-    if dst is not None and work_dir(Path(dst)).exists() and not is_locked(Path(dst)):
+    if dst is None:
+        return
+    work = partial_work(Path(dst))
+    if work is not None and not is_locked(Path(dst)):
         _error(
-            f"the partial output is kept in {work_dir(Path(dst))}; rerun with --resume to "
-            "continue, or without it to start over"
+            f"the partial output is kept in {work}; rerun with --resume to continue, or "
+            "without it to start over"
         )
 
 

@@ -25,7 +25,6 @@ from lazyparams.cluster.report import ClusterBars, ClusterReport, WorkerReport, 
 from lazyparams.cluster.staging import Staged, stage_output
 from lazyparams.cluster.worker import PartJob, PartResult, run_part_job, see_paths
 from lazyparams.engine.convert import prepare
-from lazyparams.engine.destination import Destination
 from lazyparams.engine.part_files import CheckpointSource, IRModule
 from lazyparams.engine.partition import Part, Partition, build_partition
 from lazyparams.engine.plan import Source, Spec, opened
@@ -71,18 +70,14 @@ def convert_on_cluster(
         resolved, traced, target = prepared.resolved, prepared.traced, prepared.target
         job = prepared.job
         try:
-            if target.resuming and target.format != "safetensors":
-                raise ConvertError(
-                    f"resume: a cluster run resumes safetensors output, not {target.format}; "
-                    "expected the interrupted run resumed on one machine (or run without resume)"
-                )
             with connect(cluster, limit) as client:
                 workers = cluster_workers(client)
                 sizes = (size, shard, limit)
                 partition = _partitioned(traced, source, resolved.name, workers, sizes)
                 staged = stage_output(target, job, partition, source)
                 run = _Run(transform, src_path, partition, staged, workers, json.dumps(job))
-                results = _run_parts(client, run, source, target, progress)
+                resumed = len(staged.done)
+                results = _run_parts(client, run, source, progress)
         finally:
             target.release()  # the destination's lock, taken by prepare
     return ClusterReport(
@@ -90,7 +85,7 @@ def convert_on_cluster(
         destination=str(target.path),
         files=tuple(str(f) for f in target.files()),
         parts_run=len(results),
-        resumed_outputs=len(target.done),
+        resumed_outputs=resumed,
         wall_seconds=time.perf_counter() - started,
         workers=worker_reports(results, workers, limit),
     )
@@ -131,16 +126,17 @@ def _shared_path(path: Any, what: str) -> str:
 
 
 def _run_parts(
-    client: Client, run: _Run, source: CheckpointSource, target: Destination, progress: bool
+    client: Client, run: _Run, source: CheckpointSource, progress: bool
 ) -> list[PartResult]:
     """Check the workers see the storage, run the missing parts, then publish the output."""
     try:
         _check_storage(client, run, source)
     except BaseException:
-        run.staged.stop(keep=target.resuming)  # nothing ran: a fresh work folder goes
+        run.staged.stop(keep=run.staged.resuming)  # nothing ran: a fresh work folder goes
         raise
     try:
-        todo = [p for p in run.partition.parts if not {o.name for o in p.outputs} <= target.done]
+        done = run.staged.done
+        todo = [p for p in run.partition.parts if not {o.name for o in p.outputs} <= done]
         results = _submit_and_collect(client, run, todo, progress)
         run.staged.publish()
     except BaseException:

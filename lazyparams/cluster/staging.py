@@ -2,9 +2,11 @@
 
 safetensors output is the engine's own staged checkpoint (so a killed client resumes it, and
 so does a one-machine `--resume`): parts write into its shard files by offset. npz and GGUF
-are built the same way in a staged safetensors file beside DST, then copied tensor by tensor
-into the format's own sink by the client, in the order one machine writes them, which keeps
-the result byte-identical. Imports the engine only.
+are built the same way in a staged safetensors file beside DST (`parts_path`), then copied
+tensor by tensor into the format's own staged output by the client, in the order one machine
+writes them, which keeps the result byte-identical. Both are journaled, so a killed client
+resumes either stage: the parts not yet written, then the copy where it stopped. Imports the
+engine only.
 """
 
 from __future__ import annotations
@@ -17,8 +19,13 @@ from typing import Any
 from lazyparams.block_types import BLOCK_TYPES
 from lazyparams.engine.destination import SAFETENSORS, Destination
 from lazyparams.engine.journal import JOB_FILE
-from lazyparams.engine.output import StagedSafetensors
-from lazyparams.engine.part_files import CheckpointSource, copy_into_sink, source_files
+from lazyparams.engine.output import StagedSafetensors, resumable_done
+from lazyparams.engine.part_files import (
+    CheckpointSource,
+    copy_into_sink,
+    parts_path,
+    source_files,
+)
 from lazyparams.engine.partition import Partition, output_order
 from lazyparams.engine.plan import build_plan
 from lazyparams.io import TensorInfo
@@ -33,10 +40,12 @@ class Staged:
     def __init__(
         self,
         staged: StagedSafetensors,
+        resuming: bool,
         final: Destination | None = None,
         job: dict[str, Any] | None = None,
     ) -> None:
         self.staged, self.final, self.job = staged, final, job or {}
+        self.resuming = resuming  # an interrupted run's work is continued
         self.order: Sequence[str] = ()
 
     def target(self, name: str) -> tuple[str, int]:
@@ -46,6 +55,13 @@ class Staged:
     def record(self, names: Sequence[str]) -> None:
         self.staged.record_written(list(names))
 
+    @property
+    def done(self) -> set[str]:
+        """The outputs already written: by parts into the staged file, or (npz and GGUF) copied
+        into the final output by an interrupted publish."""
+        copied = self.final.done if self.final is not None else set()
+        return set(self.staged.done) | copied
+
     def publish(self) -> None:
         if self.final is None:
             self.staged.finalize()
@@ -54,7 +70,8 @@ class Staged:
         self.staged.abort()
 
     def stop(self, keep: bool = True) -> None:
-        if self.final is None and keep:
+        """Keep what a `--resume` continues from (`keep`), or remove it."""
+        if keep:
             self.staged.suspend()
         else:
             self.staged.abort()
@@ -78,10 +95,12 @@ def stage_output(
     if target.format == SAFETENSORS:
         output = target.open(job)
         assert isinstance(output, StagedSafetensors)
-        return Staged(output)
-    hidden = target.path.parent / f".{target.path.name}.parts"
+        return Staged(output, target.resuming)
+    hidden = parts_path(target.path)
     raw = [as_raw_bytes(info) for info in target.outputs]
-    staged = Staged(StagedSafetensors(hidden, raw, None, job, False), target, job)
+    resume = target.resume and resumable_done(hidden, job) is not None
+    parts = StagedSafetensors(hidden, raw, None, job, resume)
+    staged = Staged(parts, resume or target.resuming, target, job)
     staged.order = _one_machine_order(target, partition, source)
     return staged
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyparams.engine.destination import Destination
+from lazyparams.engine.journal import work_dir
 from lazyparams.engine.output import StagedSafetensors
 from lazyparams.errors import CheckpointError
 from lazyparams.io import CheckpointSource, SafetensorsSource, TensorInfo, check_declared
@@ -74,7 +75,8 @@ def copy_into_sink(
     staged: StagedSafetensors, final: Destination, order: Sequence[str], job: dict[str, Any]
 ) -> None:
     """Copy every output from the staged file into the format's own staged output (laid out
-    as one machine lays it out), then publish it."""
+    as one machine lays it out), then publish it. Outputs an interrupted copy already wrote
+    (`final.done`, verified when the destination was prepared) are not copied again."""
     assert final.path is not None
     data, _ = staged.data_path(order[0]) if order else (None, 0)
     output = final.open(job)
@@ -82,11 +84,26 @@ def copy_into_sink(
         if data is not None:
             with SafetensorsSource(data) as parts:
                 for name in order:
-                    output.write(name, parts.load(name))
+                    if name not in final.done:
+                        output.write(name, parts.load(name))
         output.finalize()
     except BaseException:
         output.abort()
         raise
+
+
+def parts_path(dst: Path) -> Path:
+    """Where the parts of an npz or GGUF output are staged: a hidden file beside `dst`."""
+    return dst.parent / f".{dst.name}.parts"
+
+
+def partial_work(dst: Path) -> Path | None:
+    """The work folder an interrupted run into `dst` left for `--resume`, if any: DST's own,
+    or that of a cluster run's staged parts."""
+    for work in (work_dir(dst), work_dir(parts_path(dst))):
+        if work.exists():
+            return work
+    return None
 
 
 def source_files(source: CheckpointSource) -> list[Path]:
@@ -107,5 +124,7 @@ __all__ = [
     "OffsetOutput",
     "TensorInfo",
     "copy_into_sink",
+    "partial_work",
+    "parts_path",
     "source_files",
 ]

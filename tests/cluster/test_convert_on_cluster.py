@@ -19,6 +19,7 @@ distributed = pytest.importorskip("distributed")
 from lazyparams.cluster import MEMORY_RESOURCE, convert_on_cluster  # noqa: E402
 from lazyparams.engine import convert  # noqa: E402
 from lazyparams.engine.journal import read_journal, work_dir  # noqa: E402
+from lazyparams.engine.part_files import partial_work, parts_path  # noqa: E402
 from lazyparams.errors import BudgetError, CheckpointError, ConvertError  # noqa: E402
 from tests.cluster import helpers  # noqa: E402
 from tests.engine.helpers import SMALL_SHARD, cli_env, run_cli, small_llama, tree_bytes  # noqa: E402
@@ -97,28 +98,44 @@ KILLING_CLIENT = """
 import os, sys
 from lazyparams.cluster import convert_on_cluster
 from lazyparams.engine.output import StagedSafetensors
+from lazyparams.engine.staged import StagedFiles
 
-record = StagedSafetensors.record_written
+record, copy = StagedSafetensors.record_written, StagedFiles.write
+copied = []
 
 def record_then_die(self, names):
     record(self, names)
     os.kill(os.getpid(), 9)  # the client dies right after journaling its first part
 
-StagedSafetensors.record_written = record_then_die
-convert_on_cluster("{spec}", sys.argv[1], sys.argv[2], cluster=sys.argv[3], shard_size={shard},
-                   part_size={part}, progress=False)
+def copy_then_die(self, name, array):
+    copy(self, name, array)
+    copied.append(name)
+    if len(copied) == 3:  # the client dies publishing, three outputs copied and journaled
+        self._drain()
+        os.kill(os.getpid(), 9)
+
+if sys.argv[4] == "parts":
+    StagedSafetensors.record_written = record_then_die
+else:
+    StagedFiles.write = copy_then_die
+convert_on_cluster("{spec}", sys.argv[1], sys.argv[2], cluster=sys.argv[3], part_size={part},
+                   progress=False, **{options})
 """
 
+RESUMABLE = [
+    ("sharded", {"shard_size": SMALL_SHARD}, "parts"),
+    ("out.npz", {}, "parts"),
+    ("out.gguf", {"shard_size": 2 * SMALL_SHARD}, "parts"),
+    ("out.npz", {}, "publish"),
+    ("out.gguf", {}, "publish"),
+]
 
-def test_a_killed_client_resumes_with_only_the_missing_parts(
-    client: distributed.Client, source: Path, tmp_path: Path
-) -> None:
-    expected = _one_machine(source, tmp_path / "one", shard_size=SMALL_SHARD)
-    dst = tmp_path / "two"
-    script = KILLING_CLIENT.format(spec=SPEC, shard=SMALL_SHARD, part=PART)
-    address = client.scheduler.address
+
+def _killed_client(source: Path, dst: Path, address: str, options: dict[str, int], at: str) -> None:
+    """Run a client in a process of its own that is killed at `at` (parts, or publish)."""
+    script = KILLING_CLIENT.format(spec=SPEC, part=PART, options=options)
     done = subprocess.run(
-        [sys.executable, "-c", script, str(source), str(dst), address],
+        [sys.executable, "-c", script, str(source), str(dst), address, at],
         env=cli_env(),
         capture_output=True,
         text=True,
@@ -126,21 +143,35 @@ def test_a_killed_client_resumes_with_only_the_missing_parts(
         check=False,
     )
     assert done.returncode == -9, done.stderr
-    journaled = read_journal(work_dir(dst))
-    assert journaled and not dst.exists()
+
+
+@pytest.mark.parametrize(("name", "options", "at"), RESUMABLE)
+def test_a_killed_client_resumes_with_only_the_missing_parts(
+    client: distributed.Client,
+    source: Path,
+    tmp_path: Path,
+    name: str,
+    options: dict[str, int],
+    at: str,
+) -> None:
+    expected = _one_machine(source, tmp_path / "one" / name, **options)
+    dst = tmp_path / "two" / name
+    _killed_client(source, dst, client.scheduler.address, options, at)
+    parts_work = work_dir(dst if name == "sharded" else parts_path(dst))
+    journaled = read_journal(parts_work)
+    assert journaled and not dst.exists() and partial_work(dst) is not None
     report = convert_on_cluster(
-        SPEC,
-        source,
-        dst,
-        cluster=client,
-        shard_size=SMALL_SHARD,
-        part_size=PART,
-        resume=True,
-        progress=False,
+        SPEC, source, dst, cluster=client, part_size=PART, resume=True, progress=False, **options
     )
-    assert report.resumed_outputs == len(journaled)
-    assert 0 < report.parts_run < len(report.partition.parts)
-    assert tree_bytes(dst) == expected
+    if at == "parts":
+        assert report.resumed_outputs == len(journaled)
+        assert 0 < report.parts_run < len(report.partition.parts)
+    else:  # every part was written: only the copy into the output is left
+        assert report.parts_run == 0 and report.resumed_outputs == len(
+            report.partition.output_infos
+        )
+    assert tree_bytes(dst.parent) == tree_bytes(tmp_path / "one")
+    assert partial_work(dst) is None
 
 
 def test_a_budget_too_small_for_a_part_is_refused_before_any_part_runs(
