@@ -26,9 +26,11 @@ from lazyparams.ir.expr import (
     ExternFunc,
     Function,
     GlobalVar,
+    If,
     MatchCast,
     Op,
     PrimValue,
+    SeqExpr,
     ShapeExpr,
     StringImm,
     Tuple,
@@ -39,7 +41,7 @@ from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.module import IRModule
 from lazyparams.ir.op_registry import op_info
 from lazyparams.ir.prim import PrimExpr
-from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
+from lazyparams.ir.struct_info import ObjectStructInfo, TensorStructInfo, TupleStructInfo
 from lazyparams.runtime.check import call_tir_outputs, check_function, name_of
 from lazyparams.runtime.kernels import run_kernel
 from lazyparams.runtime.memory import MemoryMeter, MemoryStats
@@ -129,6 +131,7 @@ class VirtualMachine:
         self._depth = 0
         self._prims: dict[str, PrimFuncKernel] = {}
         self._plans: dict[str, _Plan] = {}
+        self._branch_live: dict[SeqExpr, Liveness] = {}
         for name, func in mod.items():
             if isinstance(func, PrimFunc):
                 self._prims[name] = compile_prim_func(func, name)
@@ -193,7 +196,14 @@ class VirtualMachine:
         or declared type; binding it (and dropping what dies) is left to the caller."""
         binding = frame.plan.live.bindings[index]
         where = f"function {frame.plan.name}, binding {index} ({binding.var.name_hint})"
-        value = self._eval(frame, binding.value, where)
+        return self._checked_value(frame, binding, index, where)
+
+    def _checked_value(self, frame: Frame, binding: Binding, index: int, where: str) -> Any:
+        """Evaluate a binding's value (an If runs its branch, metered at `index`) and check it."""
+        if isinstance(binding.value, If):
+            value = self._run_if(frame, binding.value, index, where)
+        else:
+            value = self._eval(frame, binding.value, where)
         if isinstance(binding, MatchCast):
             what = f"{where}: match_cast of {name_of(binding.value)}"
             match_value(value, binding.struct_info, frame.symbols, what)
@@ -201,6 +211,31 @@ class VirtualMachine:
             declared = f"{where}: declared type"
             match_value(value, binding.var.struct_info, frame.symbols, declared)
         return value
+
+    def _run_if(self, frame: Frame, node: If, index: int, where: str) -> Any:
+        """Run the branch the condition picks, binding by binding as a function body runs:
+        its own values are freed after their last use in it, the rest at the If's binding."""
+        taken = _truth(self._eval(frame, node.cond, where), where)
+        branch = node.true_branch if taken else node.false_branch
+        live = self._branch_live.get(branch)
+        if live is None:
+            live = self._branch_live[branch] = liveness(Function((), branch, ObjectStructInfo()))
+        for inner, binding in enumerate(live.bindings):
+            name = f"{where}, branch binding {inner} ({binding.var.name_hint})"
+            value = self._checked_value(frame, binding, index, name)
+            frame.bind(binding.var, value)
+            del value
+            self._meter.record(frame.plan.name, index, binding.var.name_hint)
+            for dead in live.dies_at[inner]:
+                if dead in live.defined_at:  # the branch's own; outer values die at the If
+                    frame.drop(dead)
+            if live.is_dead(binding.var):
+                frame.drop(binding.var)
+        result = self._eval(frame, branch.body, where)
+        for var in live.result_uses:
+            if var in live.defined_at:
+                frame.drop(var)
+        return result
 
     def result(self, frame: Frame) -> Any:
         """The frame's function's result, checked against its declared return type."""
@@ -390,6 +425,18 @@ class VirtualMachine:
         shape = shape_of(sinfo.shape, symbols, f"{where}: out_sinfo")
         # zeros, not empty: a kernel that skips elements still gives reproducible outputs
         return np.zeros(shape, to_numpy(sinfo.dtype))
+
+
+def _truth(value: Any, where: str) -> bool:
+    """An If's condition: a 0-d bool tensor or a bool prim value."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype == np.bool_:
+        return bool(value)
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise RuntimeExecError(
+        f"{where}: the If's condition: expected a 0-d bool tensor or a bool prim value, "
+        f"got {describe_value(value)}"
+    )
 
 
 def _static(value: Any, symbols: Symbols, op: str) -> Any:
