@@ -33,7 +33,7 @@ class Branchy:
 
     @R.function
     def on_prim(x: R.Tensor((4,), "float32"), flag: R.Prim("bool")) -> R.Tensor((4,), "float32"):
-        if flag:  # noqa: SIM108 (the script syntax has if/else, not the ternary)
+        if flag:
             y = R.add(x, x)
         else:
             y = R.multiply(x, x)
@@ -41,7 +41,7 @@ class Branchy:
 
     @R.function
     def on_object(x: R.Tensor((4,), "float32"), flag: R.Object) -> R.Tensor((4,), "float32"):
-        if flag:  # noqa: SIM108
+        if flag:
             y = x
         else:
             y = x
