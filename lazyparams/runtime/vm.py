@@ -30,7 +30,6 @@ from lazyparams.ir.expr import (
     MatchCast,
     Op,
     PrimValue,
-    SeqExpr,
     ShapeExpr,
     StringImm,
     Tuple,
@@ -41,7 +40,8 @@ from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.module import IRModule
 from lazyparams.ir.op_registry import op_info
 from lazyparams.ir.prim import PrimExpr
-from lazyparams.ir.struct_info import ObjectStructInfo, TensorStructInfo, TupleStructInfo
+from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
+from lazyparams.runtime.branches import BranchLiveness, truth
 from lazyparams.runtime.check import call_tir_outputs, check_function, name_of
 from lazyparams.runtime.kernels import run_kernel
 from lazyparams.runtime.memory import MemoryMeter, MemoryStats
@@ -131,7 +131,7 @@ class VirtualMachine:
         self._depth = 0
         self._prims: dict[str, PrimFuncKernel] = {}
         self._plans: dict[str, _Plan] = {}
-        self._branch_live: dict[SeqExpr, Liveness] = {}
+        self._branches = BranchLiveness()
         for name, func in mod.items():
             if isinstance(func, PrimFunc):
                 self._prims[name] = compile_prim_func(func, name)
@@ -215,11 +215,8 @@ class VirtualMachine:
     def _run_if(self, frame: Frame, node: If, index: int, where: str) -> Any:
         """Run the branch the condition picks, binding by binding as a function body runs:
         its own values are freed after their last use in it, the rest at the If's binding."""
-        taken = _truth(self._eval(frame, node.cond, where), where)
-        branch = node.true_branch if taken else node.false_branch
-        live = self._branch_live.get(branch)
-        if live is None:
-            live = self._branch_live[branch] = liveness(Function((), branch, ObjectStructInfo()))
+        taken = truth(self._eval(frame, node.cond, where), where)
+        branch, live = self._branches.of(node, taken)
         for inner, binding in enumerate(live.bindings):
             name = f"{where}, branch binding {inner} ({binding.var.name_hint})"
             value = self._checked_value(frame, binding, index, name)
@@ -425,18 +422,6 @@ class VirtualMachine:
         shape = shape_of(sinfo.shape, symbols, f"{where}: out_sinfo")
         # zeros, not empty: a kernel that skips elements still gives reproducible outputs
         return np.zeros(shape, to_numpy(sinfo.dtype))
-
-
-def _truth(value: Any, where: str) -> bool:
-    """An If's condition: a 0-d bool tensor or a bool prim value."""
-    if isinstance(value, np.ndarray) and value.shape == () and value.dtype == np.bool_:
-        return bool(value)
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    raise RuntimeExecError(
-        f"{where}: the If's condition: expected a 0-d bool tensor or a bool prim value, "
-        f"got {describe_value(value)}"
-    )
 
 
 def _static(value: Any, symbols: Symbols, op: str) -> Any:
