@@ -225,3 +225,25 @@ def test_chunking_leaves_the_if_alone_and_splits_the_rest() -> None:
     assert names.count("picked") == 1
     assert any("get_item_rows" in str(b.value) for b in func.bindings())
     well_formed(chunked)
+
+
+@I.ir_module
+class UnusedIfs:
+    @R.function(pure=False)
+    def main(x: R.Tensor((4,), "float32"), cond: R.Tensor((), "bool")) -> R.Tensor((4,), "float32"):
+        if cond:
+            quiet = R.add(x, x)
+        else:
+            quiet = x
+        if cond:
+            noisy = R.call_packed("log", x, sinfo_args=(R.Object,))
+        else:
+            noisy = x
+        return x
+
+
+def test_dead_code_drops_an_unused_if_unless_a_branch_has_an_effect() -> None:
+    after = DeadCodeElimination()(UnusedIfs)
+    func = after["main"]
+    assert isinstance(func, Function)
+    assert [b.var.name_hint for b in func.bindings()] == ["noisy"]
