@@ -222,7 +222,7 @@ class VirtualMachine:
             value = self._checked_value(frame, binding, index, name)
             frame.bind(binding.var, value)
             del value
-            self._meter.record(frame.plan.name, index, binding.var.name_hint)
+            frame.meter.record(frame.plan.name, index, binding.var.name_hint)
             for dead in live.dies_at[inner]:
                 if dead in live.defined_at:  # the branch's own; outer values die at the If
                     frame.drop(dead)

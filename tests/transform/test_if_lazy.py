@@ -7,11 +7,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyparams.ir import IRModule
+from lazyparams.analysis import estimate_peak_memory, well_formed
+from lazyparams.errors import TransformError
+from lazyparams.ir import Function, IRModule
 from lazyparams.runtime import VirtualMachine
 from lazyparams.script import ir as I
 from lazyparams.script import relax as R
-from lazyparams.transform import LazyGetInput, LazySetOutput, LazyTransformParams, Pass
+from lazyparams.transform import (
+    LazyGetInput,
+    LazySetOutput,
+    LazyTransformParams,
+    Pass,
+    standard_pipeline,
+)
 from tests.transform.harness import FUNC, Store, check_pass, same_bits
 
 
@@ -169,3 +177,14 @@ def test_tvm_s_vm_runs_our_lazy_output_to_our_values(cond: bool) -> None:
     for index, value in enumerate(expected):
         np.testing.assert_array_equal(got[index], value)
         assert got[index].dtype == value.dtype
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_the_standard_pipeline_runs_it_and_the_memory_plan_refuses_it(cond: bool) -> None:
+    lazy = standard_pipeline(func_names=[FUNC])(Before)
+    well_formed(lazy)
+    assert same_bits(_lazy_outputs(LazyTransformParams(), lazy, cond), _expected(cond))
+    func = lazy[FUNC]
+    assert isinstance(func, Function)
+    with pytest.raises(TransformError, match=r"\(w\) is an if/else, whose peak depends on the"):
+        estimate_peak_memory(func)
