@@ -15,6 +15,7 @@ from lazyparams.ir import (
     Function,
     If,
     IRModule,
+    MatchCast,
     TensorStructInfo,
     Var,
     assert_structural_equal,
@@ -196,6 +197,34 @@ def test_a_branch_var_does_not_shadow_an_outer_one_after_the_if() -> None:
     assert isinstance(node.true_branch.body, Var) and node.true_branch.body is not outer_t
 
 
+@I.ir_module
+class ElifAndCast:
+    @R.function
+    def main(x: R.Object, c1: R.Tensor((), "bool"), c2: R.Tensor((), "bool")) -> R.Tensor(
+        (4,), "float32"
+    ):
+        if c1:
+            y = R.match_cast(x, R.Tensor((4,), "float32"))
+        elif c2:
+            y = R.zeros(R.shape([4]), "float32")
+        else:
+            y = R.ones(R.shape([4]), "float32")
+        return y
+
+
+def test_elif_and_a_match_cast_result_round_trip() -> None:
+    func = _main(ElifAndCast)
+    node = func.body.blocks[0].bindings[0].value
+    assert isinstance(node, If)
+    (cast,) = node.true_branch.blocks[0].bindings
+    assert isinstance(cast, MatchCast) and cast.var.name_hint == "y_then"
+    inner = node.false_branch.blocks[0].bindings[0]
+    assert isinstance(inner.value, If) and inner.var.name_hint == "y_else"  # as TVM names it
+    assert node.false_branch.body is inner.var
+    for flavor in ("lazyparams", "tvm"):
+        assert_structural_equal(parse(ElifAndCast.script(flavor=flavor)), ElifAndCast)
+
+
 # Both ways through TVM 0.27 ------------------------------------------------------------------
 
 
@@ -203,7 +232,9 @@ def _tvm() -> Any:
     return pytest.importorskip("tvm", reason="the comparison needs the `tvm` extra (apache-tvm)")
 
 
-@pytest.mark.parametrize("mod", [Branchy, Nested], ids=["branchy", "nested"])
+@pytest.mark.parametrize(
+    "mod", [Branchy, Nested, ElifAndCast], ids=["branchy", "nested", "elif-and-cast"]
+)
 def test_tvm_reads_our_print_as_its_own_parse_and_we_read_its_print(mod: IRModule) -> None:
     tvm = _tvm()
     from tvm import relax
