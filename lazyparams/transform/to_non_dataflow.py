@@ -33,15 +33,17 @@ def to_non_dataflow(func: Function) -> Function:
 
 
 def _has_dataflow(seq: SeqExpr) -> bool:
-    return any(
-        isinstance(block, DataflowBlock)
-        or any(
-            isinstance(b.value, If)
-            and (_has_dataflow(b.value.true_branch) or _has_dataflow(b.value.false_branch))
-            for b in block.bindings
-        )
-        for block in seq.blocks
-    )
+    """Whether `seq`, or an If branch inside it, holds a dataflow block."""
+    for block in seq.blocks:
+        if isinstance(block, DataflowBlock):
+            return True
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, If) and (
+                _has_dataflow(value.true_branch) or _has_dataflow(value.false_branch)
+            ):
+                return True
+    return False
 
 
 def _plain_seq(seq: SeqExpr, mutator: ExprMutator) -> SeqExpr:
@@ -61,10 +63,9 @@ def _renamed(binding: Binding, mutator: ExprMutator) -> Binding:
     assert isinstance(var, Var)
     value = binding.value
     if isinstance(value, If):
-        true_branch = _plain_seq(value.true_branch, mutator)
-        value = If(
-            mutator.visit_expr(value.cond), true_branch, _plain_seq(value.false_branch, mutator)
-        )
+        cond = mutator.visit_expr(value.cond)
+        branches = (_plain_seq(value.true_branch, mutator), _plain_seq(value.false_branch, mutator))
+        value = If(cond, *branches)
     else:
         value = mutator.visit_expr(value)
     if isinstance(binding, MatchCast):
