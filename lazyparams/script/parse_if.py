@@ -49,6 +49,12 @@ def parse_if(parser: FunctionParser, stmt: ast.If, outputs: set[str] | None) -> 
     if not stmt.orelse:
         raise src.error(stmt, "if: expected an else: branch too (both branches bind the result)")
     cond = parser.expr(stmt.test)
+    if not isinstance(cond, _LEAVES):
+        # as TVM normalises it: a computed condition is bound to a var of its own first
+        sinfo = parser.checked(stmt.test, lambda: struct_info_of(cond))
+        bound = Var(_fresh_name(parser, "gv"), sinfo)
+        parser.pending.append(VarBinding(bound, cond))
+        cond = bound
     then_name, then_branch = _branch(parser, stmt, stmt.body, "then")
     else_name, else_branch = _branch(parser, stmt, stmt.orelse, "else")
     if then_name != else_name:
@@ -106,6 +112,16 @@ def _as_seq(blocks: list[BindingBlock], result_name: str) -> SeqExpr:
     kind = DataflowBlock if isinstance(last_block, DataflowBlock) else BindingBlock
     tail = [kind(tuple(kept))] if kept else []
     return SeqExpr((*blocks[:-1], *tail), result)
+
+
+def _fresh_name(parser: FunctionParser, hint: str) -> str:
+    """A name no var of the function visible here has (the printer keeps names unique)."""
+    taken = set(parser.vars) | set(parser.hidden)
+    name, count = hint, 0
+    while name in taken:
+        count += 1
+        name = f"{hint}{count}"
+    return name
 
 
 def _is_leaf_or_tuple(expr: Expr) -> bool:

@@ -225,6 +225,26 @@ def test_elif_and_a_match_cast_result_round_trip() -> None:
         assert_structural_equal(parse(ElifAndCast.script(flavor=flavor)), ElifAndCast)
 
 
+@I.ir_module
+class Computed:
+    @R.function
+    def main(x: R.Tensor((), "float32"), y: R.Tensor((), "float32")) -> R.Tensor((), "float32"):
+        if R.astype(x, "bool"):
+            z = x
+        else:
+            z = y
+        return z
+
+
+def test_a_computed_condition_is_bound_to_a_var_first() -> None:
+    func = _main(Computed)
+    first, second = func.body.blocks[0].bindings
+    assert isinstance(second.value, If) and second.value.cond is first.var
+    assert first.var.struct_info == TensorStructInfo((), "bool")
+    assert 'gv: R.Tensor((), dtype="bool") = R.astype(x, dtype=\"bool\")\n        if gv:' in Computed.script()
+    assert_structural_equal(parse(Computed.script(flavor="tvm")), Computed)
+
+
 # Both ways through TVM 0.27 ------------------------------------------------------------------
 
 
@@ -233,7 +253,9 @@ def _tvm() -> Any:
 
 
 @pytest.mark.parametrize(
-    "mod", [Branchy, Nested, ElifAndCast], ids=["branchy", "nested", "elif-and-cast"]
+    "mod",
+    [Branchy, Nested, ElifAndCast, Computed],
+    ids=["branchy", "nested", "elif-and-cast", "computed"],
 )
 def test_tvm_reads_our_print_as_its_own_parse_and_we_read_its_print(mod: IRModule) -> None:
     tvm = _tvm()
