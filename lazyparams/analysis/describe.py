@@ -16,6 +16,7 @@ from lazyparams.ir.expr import (
     Expr,
     ExternFunc,
     GlobalVar,
+    If,
     MatchCast,
     Op,
     PrimValue,
@@ -50,6 +51,9 @@ def expr_text(expr: Expr) -> str:
         return f"R.shape([{', '.join(show_dim(v) for v in expr.values)}])"
     if isinstance(expr, GlobalVar | Op | ExternFunc):
         return callee_text(expr)
+    if isinstance(expr, If):
+        then, other = expr_text(expr.true_branch.body), expr_text(expr.false_branch.body)
+        return f"({then} if {expr_text(expr.cond)} else {other})"
     return f"<{type(expr).__name__}>"
 
 

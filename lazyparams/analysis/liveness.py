@@ -18,17 +18,24 @@ PARAM = -1
 
 
 class _UseCollector(ExprVisitor):
-    """Collects the Relax vars an expression reads, in first-use order, without repeats."""
+    """Collects the Relax vars an expression reads, in first-use order, without repeats; vars
+    bound inside it (in an If's branches) are its own, not reads."""
 
     def __init__(self) -> None:
         self.uses: dict[Var, None] = {}
+        self.local: set[Var] = set()
 
     def visit_var_(self, var: Var) -> None:
-        self.uses[var] = None
+        if var not in self.local:
+            self.uses[var] = None
+
+    def visit_var_def(self, var: Var) -> None:
+        self.local.add(var)
 
 
 def used_vars(expr: Expr) -> list[Var]:
-    """The vars `expr` reads, in order of first appearance (nested functions are not entered)."""
+    """The vars `expr` reads, in order of first appearance (nested functions are not entered;
+    an If reads what its condition and branches read from outside them)."""
     collector = _UseCollector()
     collector.visit_expr(expr)
     return list(collector.uses)

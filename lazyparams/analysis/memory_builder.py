@@ -29,6 +29,7 @@ from lazyparams.ir import (
     ExternFunc,
     FuncStructInfo,
     Function,
+    If,
     MatchCast,
     PrimValue,
     StringImm,
@@ -351,6 +352,18 @@ class _ModelBuilder:
         return 0
 
 
+def refuse_if(func: Function) -> None:
+    """Raise `TransformError` naming the first If binding of `func`, if it has one."""
+    for index, binding in enumerate(func.bindings()):
+        if isinstance(binding.value, If):
+            raise TransformError(
+                f"memory model: binding {index} ({binding.var.name_hint}) is an if/else, whose "
+                "peak depends on the branch taken at run time, so it cannot be predicted exactly; "
+                "expected a transform without If (a model function's If stays out of its lifted "
+                "transform)"
+            )
+
+
 def _operands(expr: Expr) -> tuple[Expr, ...]:
     if isinstance(expr, Call):
         return expr.args
@@ -373,14 +386,20 @@ def buffer_model(
     inputs: Sequence[StructInfo] | None = None,
     callees: Callees | None = None,
     default_dim: int | None = None,
+    allow_if: bool = False,
 ) -> BufferModel:
     """The buffers of `func`; see `estimate_peak_memory` for the arguments.
 
     `default_dim` stands in for symbolic dims missing from `sizes` (the scheduler only needs
-    relative sizes); without it such a dim raises `StructInfoError` naming it.
+    relative sizes); without it such a dim raises `StructInfoError` naming it. A function with
+    an If is refused (its peak depends on the branch taken, so no prediction is exact) unless
+    `allow_if`, where the If's value counts as holding nothing of its own (the scheduler, which
+    keeps every If in place, only weighs what lies between them).
     """
     if not isinstance(func, Function):
         raise StructInfoError(f"expected a Relax Function, got {type(func).__name__}")
+    if not allow_if:
+        refuse_if(func)
     sizer = Sizer(dict(sizes or {}), default_dim)
     builder = _ModelBuilder(
         func, sizer, as_lazy=as_lazy, inputs=inputs, callees=callees or Callees()

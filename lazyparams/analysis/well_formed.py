@@ -21,6 +21,7 @@ from lazyparams.ir.expr import (
     Expr,
     Function,
     GlobalVar,
+    If,
     MatchCast,
     Op,
     PrimValue,
@@ -54,7 +55,9 @@ def well_formed(mod_or_func: IRModule | Function, check_purity: bool = True) -> 
     dataflow block; a binding var whose annotated struct info contradicts what the op infers
     (the annotation must equal the inferred struct info or be a less specific form of it); a
     call to a GlobalVar the module lacks (`call_tir` must name a PrimFunc); a tuple index out
-    of range; a symbolic dim used before a param's or match_cast's struct info defines it.
+    of range; a symbolic dim used before a param's or match_cast's struct info defines it; an
+    If inside a dataflow block or on a condition that is not a boolean scalar (vars bound in a
+    branch are visible only there).
 
     The seed's lazy output binds `R.call_packed("get_item", ...)` inside `R.dataflow()`, which
     the purity rule flags: externs are impure. Pass `check_purity=False` only for such
@@ -189,6 +192,8 @@ class _FunctionChecker:
                 self.use_dims(node)
             elif isinstance(node, Function):
                 self.check_nested(node)
+            elif isinstance(node, If):
+                self.check_if(node)
 
     def use_var(self, var: Var) -> None:
         if var in self.visible:
@@ -260,6 +265,22 @@ class _FunctionChecker:
                 f"indexing [{item.index}] needs a tuple; expected R.Tuple, got {describe(sinfo)}"
             )
 
+    def check_if(self, node: If) -> None:
+        """Outside dataflow blocks, on a boolean scalar; each branch a scope of its own."""
+        if self.in_dataflow:
+            raise self.fail("an If inside a dataflow block; expected it in a plain binding block")
+        self.check_expr(node.cond)
+        cond = self.infer(node.cond)
+        if not _is_bool_scalar(cond):
+            raise self.fail(
+                "the If's condition must be a boolean scalar; expected R.Tensor((), "
+                f'"bool") or R.Prim("bool"), got {describe(cond)}'
+            )
+        for branch in (node.true_branch, node.false_branch):
+            saved = (set(self.visible), set(self.dims), self.where)
+            self.check_seq(branch)
+            self.visible, self.dims, self.where = saved
+
     def check_nested(self, func: Function) -> None:
         """A nested function sees the enclosing scope; its own names vanish after it."""
         saved = (set(self.visible), set(self.dims), self.where, self.in_dataflow)
@@ -283,6 +304,12 @@ def _subexprs(expr: Expr) -> Iterator[Expr]:
             raise WellFormedError(
                 "a SeqExpr may only be a function body; expected a leaf or a call, got a SeqExpr"
             )
+
+
+def _is_bool_scalar(sinfo: StructInfo) -> bool:
+    if isinstance(sinfo, PrimStructInfo):
+        return sinfo.dtype == "bool"
+    return isinstance(sinfo, TensorStructInfo) and sinfo.ndim == 0 and sinfo.dtype == "bool"
 
 
 def _prim_vars(node: Any) -> list[PrimVar]:

@@ -87,6 +87,17 @@ class BlockBuilder:
         finally:
             self._close_open_block()
 
+    @contextmanager
+    def nested_scope(self) -> Iterator[None]:
+        """Build the blocks of an inner SeqExpr (an If's branch) apart from the open ones, which
+        are back as they were afterwards; names stay unique across both."""
+        outer = self._blocks, self._open
+        self._blocks, self._open = [], None
+        try:
+            yield
+        finally:
+            self._blocks, self._open = outer
+
     def begin_block(self, is_dataflow: bool) -> None:
         """Start a new block of the given kind (the current one, if any, is closed first)."""
         self._close_open_block()

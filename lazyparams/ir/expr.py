@@ -168,6 +168,26 @@ class SeqExpr(Expr):
     body: Expr
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class If(Expr):
+    """`if cond: ... else: ...` as a value: each branch a SeqExpr whose body is the result.
+
+    `cond` is a 0-d bool tensor or a prim bool; a branch given as a bare expression is wrapped
+    into a SeqExpr with no blocks (as a normalised If always has SeqExpr branches). Vars bound
+    inside a branch are local to it.
+    """
+
+    cond: Expr
+    true_branch: SeqExpr
+    false_branch: SeqExpr
+
+    def __post_init__(self) -> None:
+        for name in ("true_branch", "false_branch"):
+            branch = getattr(self, name)
+            if not isinstance(branch, SeqExpr):
+                object.__setattr__(self, name, SeqExpr((), branch))
+
+
 PRIVATE = "private"
 """The Function attr marking a function that is not public (`@R.function(private=True)`):
 passes meant for every public function, as TVM's callback passes are, leave it alone."""
@@ -217,6 +237,7 @@ __all__ = [
     "ExternFunc",
     "Function",
     "GlobalVar",
+    "If",
     "MatchCast",
     "Op",
     "PrimValue",

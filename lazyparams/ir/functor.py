@@ -19,6 +19,7 @@ from lazyparams.ir.expr import (
     ExternFunc,
     Function,
     GlobalVar,
+    If,
     MatchCast,
     Op,
     PrimValue,
@@ -46,6 +47,7 @@ _METHOD = {
     GlobalVar: "visit_global_var_",
     Op: "visit_op_",
     SeqExpr: "visit_seq_expr_",
+    If: "visit_if_",
     Function: "visit_function_",
 }
 
@@ -117,6 +119,12 @@ class ExprVisitor:
         for block in seq.blocks:
             self.visit_binding_block(block)
         self.visit_expr(seq.body)
+
+    def visit_if_(self, node: If) -> None:
+        """The condition, then each branch (whose bindings define vars local to it)."""
+        self.visit_expr(node.cond)
+        self.visit_expr(node.true_branch)
+        self.visit_expr(node.false_branch)
 
     def visit_binding_block(self, block: BindingBlock) -> None:
         """Visit every binding of a block, in order."""
@@ -206,6 +214,22 @@ class ExprMutator:
         if body is seq.body and _same_blocks(blocks, seq.blocks):
             return seq
         return SeqExpr(blocks, body)
+
+    def visit_if_(self, node: If) -> Expr:
+        """The condition, then each branch rebuilt in a scope of its own."""
+        cond = self.visit_expr(node.cond)
+        true_branch = self.visit_branch(node.true_branch)
+        false_branch = self.visit_branch(node.false_branch)
+        if (cond, true_branch, false_branch) == (node.cond, node.true_branch, node.false_branch):
+            return node
+        return If(cond, true_branch, false_branch)
+
+    def visit_branch(self, branch: SeqExpr) -> SeqExpr:
+        """A branch of an If, its blocks built apart from the enclosing function's."""
+        with self.builder.nested_scope():
+            result = self.visit_expr(branch)
+        assert isinstance(result, SeqExpr)
+        return result
 
     def visit_binding_block(self, block: BindingBlock) -> None:
         """Re-emit every binding of `block` into the builder's open block."""

@@ -16,6 +16,7 @@ from lazyparams.ir.expr import (
     ExternFunc,
     Function,
     GlobalVar,
+    If,
     Op,
     PrimValue,
     SeqExpr,
@@ -36,6 +37,7 @@ from lazyparams.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
 )
+from lazyparams.ir.struct_info_lca import struct_info_lca
 
 
 def struct_info_of(expr: Expr) -> StructInfo:
@@ -57,6 +59,8 @@ def struct_info_of(expr: Expr) -> StructInfo:
         return ShapeStructInfo(expr.values)
     if isinstance(expr, SeqExpr):
         return struct_info_of(expr.body)
+    if isinstance(expr, If):
+        return struct_info_lca(struct_info_of(expr.true_branch), struct_info_of(expr.false_branch))
     if isinstance(expr, Function):
         params = tuple(struct_info_of(p) for p in expr.params)
         return FuncStructInfo(params, expr.ret_struct_info, expr.is_pure)

@@ -26,6 +26,7 @@ from lazyparams.ir.expr import (
     ExternFunc,
     Function,
     GlobalVar,
+    If,
     MatchCast,
     Op,
     PrimValue,
@@ -40,6 +41,7 @@ from lazyparams.ir.module import IRModule
 from lazyparams.ir.op_registry import op_info
 from lazyparams.ir.prim import PrimExpr
 from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
+from lazyparams.runtime.branches import BranchLiveness, truth
 from lazyparams.runtime.check import call_tir_outputs, check_function, name_of
 from lazyparams.runtime.kernels import run_kernel
 from lazyparams.runtime.memory import MemoryMeter, MemoryStats
@@ -129,6 +131,7 @@ class VirtualMachine:
         self._depth = 0
         self._prims: dict[str, PrimFuncKernel] = {}
         self._plans: dict[str, _Plan] = {}
+        self._branches = BranchLiveness()
         for name, func in mod.items():
             if isinstance(func, PrimFunc):
                 self._prims[name] = compile_prim_func(func, name)
@@ -193,7 +196,14 @@ class VirtualMachine:
         or declared type; binding it (and dropping what dies) is left to the caller."""
         binding = frame.plan.live.bindings[index]
         where = f"function {frame.plan.name}, binding {index} ({binding.var.name_hint})"
-        value = self._eval(frame, binding.value, where)
+        return self._checked_value(frame, binding, index, where)
+
+    def _checked_value(self, frame: Frame, binding: Binding, index: int, where: str) -> Any:
+        """Evaluate a binding's value (an If runs its branch, metered at `index`) and check it."""
+        if isinstance(binding.value, If):
+            value = self._run_if(frame, binding.value, index, where)
+        else:
+            value = self._eval(frame, binding.value, where)
         if isinstance(binding, MatchCast):
             what = f"{where}: match_cast of {name_of(binding.value)}"
             match_value(value, binding.struct_info, frame.symbols, what)
@@ -201,6 +211,28 @@ class VirtualMachine:
             declared = f"{where}: declared type"
             match_value(value, binding.var.struct_info, frame.symbols, declared)
         return value
+
+    def _run_if(self, frame: Frame, node: If, index: int, where: str) -> Any:
+        """Run the branch the condition picks, binding by binding as a function body runs:
+        its own values are freed after their last use in it, the rest at the If's binding."""
+        taken = truth(self._eval(frame, node.cond, where), where)
+        branch, live = self._branches.of(node, taken)
+        for inner, binding in enumerate(live.bindings):
+            name = f"{where}, branch binding {inner} ({binding.var.name_hint})"
+            value = self._checked_value(frame, binding, index, name)
+            frame.bind(binding.var, value)
+            del value
+            frame.meter.record(frame.plan.name, index, binding.var.name_hint)
+            for dead in live.dies_at[inner]:
+                if dead in live.defined_at:  # the branch's own; outer values die at the If
+                    frame.drop(dead)
+            if live.is_dead(binding.var):
+                frame.drop(binding.var)
+        result = self._eval(frame, branch.body, where)
+        for var in live.result_uses:
+            if var in live.defined_at:
+                frame.drop(var)
+        return result
 
     def result(self, frame: Frame) -> Any:
         """The frame's function's result, checked against its declared return type."""

@@ -24,12 +24,14 @@ from lazyparams.ir.expr import (
 )
 from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.prim import PrimVar
+from lazyparams.script.parse_if import parse_if
 from lazyparams.script.parse_prim import literal
 from lazyparams.script.parse_relax_expr import ModuleContext, RelaxExprParser
 from lazyparams.script.source import Source, bind_call, show
 
 _EXPECTED_STMT = (
-    "expected a binding (x = ...), with R.dataflow():, R.func_attr({...}), cls = Module or return"
+    "expected a binding (x = ...), with R.dataflow():, if/else, R.func_attr({...}), cls = Module "
+    "or return"
 )
 
 
@@ -143,6 +145,8 @@ class FunctionParser(RelaxExprParser):
             self._expr_statement(stmt.value, outputs)
         elif isinstance(stmt, ast.With) and outputs is None:
             self._dataflow(stmt)
+        elif isinstance(stmt, ast.If):
+            parse_if(self, stmt, outputs)
         elif not isinstance(stmt, ast.Pass):
             raise self.src.error(stmt, f"{_EXPECTED_STMT}, got {show(stmt)}")
 

@@ -26,9 +26,11 @@ from lazyparams.ir.expr import (
     ExternFunc,
     Function,
     GlobalVar,
+    If,
     MatchCast,
     Op,
     PrimValue,
+    SeqExpr,
     ShapeExpr,
     StringImm,
     Tuple,
@@ -238,19 +240,38 @@ class RelaxPrinter:
         """Struct info inside the body, where symbolic dims are declared names."""
         return sinfo_text(sinfo or ObjectStructInfo(), self.prim, self.spelling.object)
 
-    def _block(self, block: BindingBlock) -> None:
+    def _block(self, block: BindingBlock, indent: str = INDENT) -> None:
         if not isinstance(block, DataflowBlock):
             for binding in block.bindings:
-                self.lines += self._binding(binding, INDENT)
+                self.lines += self._binding(binding, indent)
             return
-        self.lines.append(f"{INDENT}with R.dataflow():")
+        self.lines.append(f"{indent}with R.dataflow():")
         for binding in block.bindings:
-            self.lines += self._binding(binding, INDENT * 2)
+            self.lines += self._binding(binding, indent + INDENT)
         outputs = [self.names[b.var] for b in block.bindings if not isinstance(b.var, DataflowVar)]
-        self.lines.append(f"{INDENT * 2}R.output({', '.join(outputs)})")
+        self.lines.append(f"{indent + INDENT}R.output({', '.join(outputs)})")
+
+    def _if(self, binding: Binding, indent: str) -> list[str]:
+        """`if cond:` and `else:`, each branch's bindings, then `name: sinfo = <its result>`."""
+        assert isinstance(binding.value, If)
+        name = self.names.define(binding.var, binding.var.name_hint)
+        annotation = self.body_sinfo(binding.var.struct_info)
+        outer, self.lines = self.lines, [f"{indent}if {self.expr(binding.value.cond)}:"]
+        self._branch(binding.value.true_branch, indent + INDENT, f"{name}: {annotation}")
+        self.lines.append(f"{indent}else:")
+        self._branch(binding.value.false_branch, indent + INDENT, f"{name}: {annotation}")
+        lines, self.lines = self.lines, outer
+        return lines
+
+    def _branch(self, branch: SeqExpr, indent: str, target: str) -> None:
+        for block in branch.blocks:
+            self._block(block, indent)
+        self.lines.append(f"{indent}{target} = {self.expr(branch.body)}")
 
     def _binding(self, binding: Binding, indent: str) -> list[str]:
         """`name: sinfo = value`; a long line wraps the value's arguments, or a tuple sinfo."""
+        if isinstance(binding.value, If):
+            return self._if(binding, indent)
         name = self.names.define(binding.var, binding.var.name_hint)
         sinfo = binding.var.struct_info
         head, parts = self._value_parts(binding)

@@ -20,10 +20,12 @@ from lazyparams.ir import (
     ExprVisitor,
     Function,
     GlobalVar,
+    If,
     IRModule,
     MatchCast,
     SeqExpr,
     Var,
+    VarBinding,
     is_pure_call,
 )
 from lazyparams.transform.base import Pass
@@ -74,25 +76,46 @@ class DeadCodeElimination(Pass):
 
 def _eliminate(func: Function, mod: IRModule) -> Function:
     """`func` without its dead pure bindings (itself when none is dead)."""
-    live = set(used_vars(func.body.body))
+    body = _eliminate_seq(func.body, mod)
+    if body is func.body:
+        return func
+    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
+
+
+def _eliminate_seq(seq: SeqExpr, mod: IRModule) -> SeqExpr:
+    """`seq` without its dead pure bindings, If branches included (itself when none is dead)."""
+    live = set(used_vars(seq.body))
     kept_blocks: list[BindingBlock] = []
     removed = False
-    for block in reversed(func.body.blocks):
+    for block in reversed(seq.blocks):
         kept: list[Binding] = []
         for binding in reversed(block.bindings):
             if binding.var not in live and _removable(binding, mod):
                 removed = True
                 continue
-            kept.append(binding)
-            live.update(used_vars(binding.value))
+            inner = _eliminate_if(binding, mod)
+            removed = removed or inner is not binding
+            kept.append(inner)
+            live.update(used_vars(inner.value))
         if kept:
             kept_blocks.append(type(block)(tuple(reversed(kept))))
         else:
             removed = True
     if not removed:
-        return func
-    body = SeqExpr(tuple(reversed(kept_blocks)), func.body.body)
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
+        return seq
+    return SeqExpr(tuple(reversed(kept_blocks)), seq.body)
+
+
+def _eliminate_if(binding: Binding, mod: IRModule) -> Binding:
+    """An If binding with the dead code of its branches removed (else `binding` itself)."""
+    value = binding.value
+    if not isinstance(value, If):
+        return binding
+    true_branch = _eliminate_seq(value.true_branch, mod)
+    false_branch = _eliminate_seq(value.false_branch, mod)
+    if true_branch is value.true_branch and false_branch is value.false_branch:
+        return binding
+    return VarBinding(binding.var, If(value.cond, true_branch, false_branch))
 
 
 def _removable(binding: Binding, mod: IRModule) -> bool:
@@ -102,7 +125,13 @@ def _removable(binding: Binding, mod: IRModule) -> bool:
 
 
 def _is_pure(expr: Expr, mod: IRModule) -> bool:
-    """Whether evaluating `expr` has no effect; a call of a module function is as pure as it."""
+    """Whether evaluating `expr` has no effect; a call of a module function is as pure as it,
+    an If as pure as every binding of its branches."""
+    if isinstance(expr, If):
+        branches = (expr.true_branch, expr.false_branch)
+        return all(
+            _removable(b, mod) for seq in branches for blk in seq.blocks for b in blk.bindings
+        )
     if not isinstance(expr, Call):
         return True
     if isinstance(expr.op, GlobalVar) and expr.op.name_hint in mod:

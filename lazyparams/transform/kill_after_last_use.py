@@ -4,15 +4,17 @@ A value is killed once all vars sharing its storage are done with it. Params, re
 and values given to a hand-off callee (`set_item`, `fset_output` by default, the names the VM
 counts as hand-offs) are never killed, since someone else holds them; neither is what a
 hand-off returns. The kills are impure, so a function that gets any becomes impure and loses
-its dataflow blocks. Imports `ir`, `op` and `analysis`.
+its dataflow blocks. Inside an If branch only the branch's own values are killed; what it
+reads from outside dies at the If binding. Imports `ir`, `op` and `analysis`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lazyparams.analysis.liveness import used_vars
 from lazyparams.errors import TransformError
-from lazyparams.ir import Function
+from lazyparams.ir import Function, If, ObjectStructInfo, SeqExpr, VarBinding
 from lazyparams.transform.base import FunctionPass
 from lazyparams.transform.kill_plan import insert_kills, plan_kills
 from lazyparams.transform.to_non_dataflow import to_non_dataflow
@@ -33,9 +35,44 @@ class KillAfterLastUse(FunctionPass):
         self.handoff = frozenset(handoff)
 
     def transform_function(self, name: str, func: Function) -> Function:
-        plan = plan_kills(func, [b.var for b in func.bindings()], self.handoff)
-        if not plan:
+        killed = kill_after_last_use(func, self.handoff)
+        if killed is func:
             return func
-        killed = insert_kills(func, plan, self.handoff)
         impure = Function(killed.params, killed.body, killed.ret_struct_info, False, killed.attrs)
         return to_non_dataflow(impure)
+
+
+def kill_after_last_use(func: Function, handoff: frozenset[str]) -> Function:
+    """`func` with its kills, those of each If branch's own values inside the branch."""
+    func = _with_branch_kills(func, handoff)
+    plan = plan_kills(func, [b.var for b in func.bindings()], handoff)
+    return insert_kills(func, plan, handoff) if plan else func
+
+
+def _with_branch_kills(func: Function, handoff: frozenset[str]) -> Function:
+    """`func` with kills inside its If branches (itself when none is needed)."""
+    blocks, changed = [], False
+    for block in func.body.blocks:
+        bindings = []
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, If):
+                true_branch = _branch_kills(value.true_branch, handoff)
+                false_branch = _branch_kills(value.false_branch, handoff)
+                if true_branch is not value.true_branch or false_branch is not value.false_branch:
+                    binding = VarBinding(binding.var, If(value.cond, true_branch, false_branch))
+                    changed = True
+            bindings.append(binding)
+        blocks.append(type(block)(tuple(bindings)))
+    if not changed:
+        return func
+    body = SeqExpr(tuple(blocks), func.body.body)
+    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
+
+
+def _branch_kills(branch: SeqExpr, handoff: frozenset[str]) -> SeqExpr:
+    """A branch with kills of the values it makes itself; what it reads from outside is held
+    as params are (it dies at the If binding, if at all), and its result escapes."""
+    outer = tuple(used_vars(branch))
+    killed = kill_after_last_use(Function(outer, branch, ObjectStructInfo()), handoff)
+    return killed.body

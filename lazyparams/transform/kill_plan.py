@@ -3,7 +3,8 @@ binding after which each var dies; then the kills themselves, inserted into a fu
 
 A var holds the storage of its *roots*: itself, and for a tuple, a tuple field, a var copy or
 a match_cast of a value, that value's roots too. A var is killed only after the last use of
-every var sharing one of its roots, so nothing is freed while an alias still reads it.
+every var sharing one of its roots, so nothing is freed while an alias still reads it; an If's
+var holds what either branch's result may alias.
 Imports `ir`, `op` and `analysis`.
 """
 
@@ -23,6 +24,7 @@ from lazyparams.ir import (
     Expr,
     Function,
     GlobalVar,
+    If,
     ObjectStructInfo,
     SeqExpr,
     StructInfo,
@@ -83,6 +85,10 @@ class _Aliases:
         """The var itself, plus the storage its value aliases."""
         var, value = binding.var, binding.value
         own = frozenset((var,))
+        if isinstance(value, If):
+            branches = (value.true_branch, value.false_branch)
+            self.roots[var] = own.union(*(self._branch_roots(b) for b in branches))
+            return
         if isinstance(value, Call):
             if isinstance(value.op, GlobalVar):  # a Relax function may return its arguments
                 own = own.union(*(self.of(v) for v in used_vars(value)))
@@ -93,6 +99,17 @@ class _Aliases:
             self.fields[var] = tuple(self.expr(f) for f in value.fields)
         elif isinstance(value, Var) and value in self.fields:
             self.fields[var] = self.fields[value]
+
+    def _branch_roots(self, branch: SeqExpr) -> frozenset[Var]:
+        """The outer roots an If branch's result may alias (its own values become the If's)."""
+        inner = _Aliases(())
+        inner.roots, inner.fields = dict(self.roots), dict(self.fields)
+        local: set[Var] = set()
+        for block in branch.blocks:
+            for binding in block.bindings:
+                inner.bind(binding)
+                local.add(binding.var)
+        return frozenset(r for r in inner.expr(branch.body) if r not in local)
 
     def expr(self, expr: Expr) -> frozenset[Var]:
         """The roots an expression reads without copying (a var, tuple fields, a field)."""

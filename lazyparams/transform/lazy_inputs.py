@@ -3,7 +3,8 @@
 Weights are the params after the `num_input` runtime inputs: either one tuple param (read as
 `params[i]`) or one param per weight. A read that needs the tensor's struct info (an op
 operand, say) makes its load typed with a `match_cast`; reads by `call_tir`, externs and
-hand-offs take the opaque object as is. Imports `ir`.
+hand-offs take the opaque object as is; a read inside an If branch counts as a read by the If
+binding. Imports `ir`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from lazyparams.ir import (
     Expr,
     ExternFunc,
     Function,
+    If,
     ObjectStructInfo,
     StructInfo,
     Tuple,
@@ -174,6 +176,18 @@ class _ReadWalker:
                 yield from self._walk(item, safe, where)
         elif isinstance(expr, TupleGetItem):
             yield from self._walk(expr.tuple_value, False, where)
+        elif isinstance(expr, If):
+            yield from self._walk_if(expr, where)
+
+    def _walk_if(self, node: If, where: str) -> Iterator[tuple[int, bool]]:
+        """Reads in the condition and both branches, all typed: the weights load before the
+        If, once, whichever branch runs."""
+        yield from self._walk(node.cond, False, where)
+        for branch in (node.true_branch, node.false_branch):
+            for block in branch.blocks:
+                for binding in block.bindings:
+                    yield from self._walk(binding.value, False, where)
+            yield from self._walk(branch.body, False, where)
 
     def _walk_call(self, call: Call, where: str) -> Iterator[tuple[int, bool]]:
         opaque = isinstance(call.op, ExternFunc | Var)

@@ -28,6 +28,7 @@ from lazyparams.ir import (
     DataflowVar,
     ExprMutator,
     Function,
+    If,
     IRModule,
     MatchCast,
     SeqExpr,
@@ -82,8 +83,11 @@ def plan_lift(func: Function, first_weight: int) -> LiftPlan:
 def _liftable(
     binding: Binding, reads: list[Var], plan: LiftPlan, runtime_only: set[PrimVar]
 ) -> bool:
-    """Pure, reads nothing computed at run time, needs no dim only the runtime inputs bind."""
+    """Pure, reads nothing computed at run time, needs no dim only the runtime inputs bind;
+    an If is never lifted (as TVM keeps it, the weights it reads stay params of the model)."""
     value = binding.value
+    if isinstance(value, If):
+        return False
     if isinstance(binding, MatchCast) or (isinstance(value, Call) and not is_pure_call(value)):
         return False
     if not all(v in plan.lifted or v in plan.weight_free or v in plan.weights for v in reads):

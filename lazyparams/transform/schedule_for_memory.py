@@ -22,6 +22,7 @@ from lazyparams.ir import (
     DataflowVar,
     ExprMutator,
     Function,
+    If,
     MatchCast,
     SeqExpr,
     TupleGetItem,
@@ -81,16 +82,17 @@ def schedule_function(func: Function, sizes: Mapping[str, int] | None = None) ->
 def _lazy_model(func: Function, sizes: Mapping[str, int]) -> BufferModel:
     """The lazy memory model of `func`, or the eager one when its weights cannot be lazy."""
     try:
-        return buffer_model(func, sizes, as_lazy=True, default_dim=DEFAULT_DIM)
+        return buffer_model(func, sizes, as_lazy=True, default_dim=DEFAULT_DIM, allow_if=True)
     except TransformError:
-        return buffer_model(func, sizes, default_dim=DEFAULT_DIM)
+        return buffer_model(func, sizes, default_dim=DEFAULT_DIM, allow_if=True)
 
 
 def _segments(model: BufferModel, start: int, stop: int) -> list[tuple[int, int]]:
-    """Split a block around bindings of nested functions, whose captured vars we cannot see."""
+    """Split a block around bindings of nested functions, whose captured vars we cannot see,
+    and around If bindings, which stay where they are (each branch is left as written)."""
     segments, lo = [], start
     for index in range(start, stop):
-        if isinstance(model.bindings[index].value, Function):
+        if isinstance(model.bindings[index].value, Function | If):
             segments += [(lo, index), (index, index + 1)]
             lo = index + 1
     segments.append((lo, stop))

@@ -12,6 +12,8 @@ from typing import Any
 
 from lazyparams.errors import TransformError
 from lazyparams.ir import (
+    Binding,
+    BindingBlock,
     Call,
     Expr,
     ExternFunc,
@@ -120,7 +122,9 @@ def _collect_prim_vars(obj: Any, found: dict[PrimVar, None]) -> None:
         found[obj] = None
     elif isinstance(obj, Var | Op | ExternFunc | IntImm | str | int | float | bool) or obj is None:
         return  # an IntImm (most dims) holds no var: skip walking its fields
-    elif isinstance(obj, PrimExpr | StructInfo | Expr) and dataclasses.is_dataclass(obj):
+    elif isinstance(obj, PrimExpr | StructInfo | Expr | Binding | BindingBlock) and (
+        dataclasses.is_dataclass(obj)
+    ):  # bindings and blocks: those of an If's branches
         for f in dataclasses.fields(obj):
             _collect_prim_vars(getattr(obj, f.name), found)
     elif isinstance(obj, dict):

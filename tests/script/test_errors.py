@@ -131,8 +131,8 @@ CASES = [
     pytest.param(
         relax("for i in range(3):", "    pass", "return x"),
         (5, 9),
-        "expected a binding (x = ...), with R.dataflow():, R.func_attr({...}), cls = Module or "
-        "return, got for i in range(3): pass",
+        "expected a binding (x = ...), with R.dataflow():, if/else, R.func_attr({...}), "
+        "cls = Module or return, got for i in range(3): pass",
         id="loop-in-relax",
     ),
     pytest.param(

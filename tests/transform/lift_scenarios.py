@@ -1,5 +1,6 @@
 """Model modules for LiftTransformParams checks against TVM: weights with symbolic dims, a
-weight-free value, tuples of weights, a lifting barrier, a runtime shape alone."""
+weight-free value, tuples of weights, a lifting barrier, a runtime shape alone, an if/else
+choosing a weight (TVM's test_condition)."""
 
 from __future__ import annotations
 
@@ -85,7 +86,28 @@ class RuntimeShape:
         return shape
 
 
+@I.ir_module
+class Condition:
+    @R.function
+    def main(
+        x: R.Tensor((1, 16, 224, 224), "float32"),
+        w1: R.Tensor((16, 16, 3, 3), "float32"),
+        w2: R.Tensor((16, 16, 3, 3), "float32"),
+        cond: R.Tensor((), "bool"),
+    ) -> R.Tensor((1, 16, 224, 224), "float32"):
+        R.func_attr({"num_input": 1})
+        if cond:
+            w = w1
+        else:
+            w = w2
+        with R.dataflow():
+            conv1 = R.nn.conv2d(x, w, padding=(1, 1), data_layout="NCHW", kernel_layout="OIHW")
+            R.output(conv1)
+        return conv1
+
+
 SCENARIOS: dict[str, IRModule] = {
+    "condition": Condition,
     "lora": Lora,
     "shared_ones": SharedOnes,
     "tuples": Tuples,
