@@ -5,9 +5,11 @@ what the program itself makes its threads wait for (locks, the GIL, the disk) an
 the other processes leave it. Each run is `lazyparams.convert` in a fresh process whose threads
 report, from Linux's /proc/thread-self/schedstat, their time on a CPU and their time runnable
 but waiting for one (the machine's other load); the rest of a thread's life it was blocked.
-Runs alternate (1, N, 1, N, ...). Reported per worker count: the median wall time, the 1-worker
+Runs alternate (1, N, N, 1, ...). Reported per worker count: the median wall time, the 1-worker
 / N-worker ratio of each pair of runs side by side (their median and spread), and, summed over
-the threads that run bindings, seconds on a CPU, waiting for a CPU and blocked. Linux only.
+the threads that run bindings, seconds on a CPU, waiting for a CPU and blocked. With
+`--baseline-tree`, each run is repeated from that source tree (before/after in one run). Linux
+only.
 
     python benchmarks/bench_workers.py --model DIR --scratch DIR --recipe gguf:q8_0 --repeat 5
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -61,11 +64,15 @@ WORKER_THREADS = ("MainThread", "lazyparams-worker-")
 """The threads that run bindings (the main thread among them); the others sync files."""
 
 
-def run_once(recipe: str, model: Path, out: Path, workers: int) -> dict[str, float]:
-    """One conversion in a fresh process: wall seconds, and the binding threads' seconds on a
-    CPU, waiting for one and blocked (summed), and the other threads' seconds blocked."""
+def run_once(
+    recipe: str, model: Path, out: Path, workers: int, tree: Path | None = None
+) -> dict[str, float]:
+    """One conversion in a fresh process (importing lazyparams from `tree` when given): wall
+    seconds, the binding threads' seconds on a CPU, waiting for one and blocked (summed), and
+    the other threads' seconds blocked."""
     command = [sys.executable, "-c", CHILD, recipe, str(model), str(out), str(workers)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{recipe}, {workers} workers: exit {done.returncode}\n{done.stderr}")
     threads = json.loads(done.stdout.strip().splitlines()[-1])
@@ -90,41 +97,46 @@ def remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def measure(args: argparse.Namespace) -> dict[int, list[dict[str, float]]]:
-    """Every run of every worker count, alternating, `args.repeat` times."""
-    results: dict[int, list[dict[str, float]]] = {w: [] for w in args.workers}
+Results = dict[tuple[str, int], list[dict[str, float]]]
+
+
+def measure(args: argparse.Namespace) -> Results:
+    """Every run of every tree and worker count, alternating, `args.repeat` times."""
+    trees: list[tuple[str, Path | None]] = [("", None)]
+    if args.baseline_tree is not None:
+        trees.append(("baseline", args.baseline_tree))
+    runs = [(label, tree, w) for label, tree in trees for w in args.workers]
+    results: Results = {(label, w): [] for label, _, w in runs}
     out = args.scratch / f"out{args.suffix}"
     for repetition in range(args.repeat):
-        order = args.workers if repetition % 2 == 0 else args.workers[::-1]
-        for workers in order:
+        for label, tree, workers in runs if repetition % 2 == 0 else runs[::-1]:
             remove(out)
-            run = run_once(args.recipe, args.model, out, workers)
+            run = run_once(args.recipe, args.model, out, workers, tree)
             remove(out)
-            results[workers].append(run)
+            results[label, workers].append(run)
             figures = ", ".join(f"{key} {value:.2f}" for key, value in run.items())
-            print(f"  {workers} worker(s): {figures}", file=sys.stderr)
+            print(f"  {label or 'this tree'}, {workers} worker(s): {figures}", file=sys.stderr)
     return results
 
 
-def table(results: dict[int, list[dict[str, float]]], recipe: str) -> str:
-    """Markdown: per worker count, median wall, the paired 1/N ratios, and the time split."""
+def table(results: Results, recipe: str) -> str:
+    """Markdown: per tree and worker count, the median wall, the paired 1/N ratios, and the
+    time split."""
     lines = [
         f"{recipe}: seconds, medians; binding threads summed",
         "",
-        "| workers | wall s | 1 worker / this (median, range) | on CPU | waiting for a CPU "
-        "| blocked | sync thread blocked |",
-        "|---|---|---|---|---|---|---|",
+        "| tree | workers | wall s | 1 worker / this (median, range) | on CPU "
+        "| waiting for a CPU | blocked | sync thread blocked |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    one = results[min(results)]
-    for workers, runs in results.items():
+    fewest = min(workers for _, workers in results)
+    for (label, workers), runs in results.items():
+        one = results[label, fewest]
         ratios = [a["wall"] / b["wall"] for a, b in zip(one, runs, strict=True)]
         ratio = f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
         cells = [statistics.median(run[key] for run in runs) for key in run_keys()]
-        lines.append(
-            f"| {workers} | {cells[0]:.2f} | {ratio} | "
-            + " | ".join(f"{c:.2f}" for c in cells[1:])
-            + " |"
-        )
+        figures = " | ".join(f"{c:.2f}" for c in cells[1:])
+        lines.append(f"| {label or 'this'} | {workers} | {cells[0]:.2f} | {ratio} | {figures} |")
     return "\n".join(lines)
 
 
@@ -140,6 +152,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--workers", default="1,2", help="worker counts, comma-separated")
     parser.add_argument("--out", type=Path, help="also write the table to this file")
+    parser.add_argument(
+        "--baseline-tree", type=Path, help="also run each conversion from this source tree"
+    )
     args = parser.parse_args(argv)
     args.workers = [int(w) for w in args.workers.split(",")]
     args.suffix = ".gguf" if args.recipe.startswith("gguf") else ".safetensors"
