@@ -7,7 +7,9 @@ report, from Linux's /proc/thread-self/schedstat, their time on a CPU and their 
 but waiting for one (the machine's other load); the rest of a thread's life it was blocked.
 Runs alternate (1, N, N, 1, ...). Reported per worker count: the median wall time, the 1-worker
 / N-worker ratio of each pair of runs side by side (their median and spread), and, summed over
-the threads that run bindings, seconds on a CPU, waiting for a CPU and blocked. With
+the threads that run bindings, seconds on a CPU, waiting for a CPU and blocked; and the main
+thread's wall time less its own waits for a CPU, what the run would take on CPUs of its own
+(roughly: a wait of another thread for a CPU still shows as the main thread blocked). With
 `--baseline-tree`, each run is repeated from that source tree (before/after in one run). Linux
 only.
 
@@ -78,7 +80,7 @@ def run_once(
     result = dict.fromkeys(run_keys(), 0.0)
     for name, wall, cpu, runq in threads:
         if name == "MainThread":
-            result["wall"] = wall
+            result["wall"], result["unloaded"] = wall, wall - runq
         if name.startswith(WORKER_THREADS):  # the sync thread idles between jobs: left out
             result["cpu"] += cpu
             result["runq"] += runq
@@ -123,23 +125,31 @@ def table(results: Results, recipe: str) -> str:
         f"{recipe}: seconds, medians; binding threads summed",
         "",
         "| tree | workers | wall s | 1 worker / this (median, range) | on CPU "
-        "| waiting for a CPU | blocked |",
-        "|---|---|---|---|---|---|---|",
+        "| waiting for a CPU | blocked | wall less CPU waits | 1 worker / this |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     fewest = min(workers for _, workers in results)
     for (label, workers), runs in results.items():
         one = results[label, fewest]
-        ratios = [a["wall"] / b["wall"] for a, b in zip(one, runs, strict=True)]
-        ratio = f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
         cells = [statistics.median(run[key] for run in runs) for key in run_keys()]
         figures = " | ".join(f"{c:.2f}" for c in cells[1:])
-        lines.append(f"| {label or 'this'} | {workers} | {cells[0]:.2f} | {ratio} | {figures} |")
+        lines.append(
+            f"| {label or 'this'} | {workers} | {cells[0]:.2f} | {_ratios(one, runs, 'wall')} "
+            f"| {figures} | {_ratios(one, runs, 'unloaded').split()[0]} |"
+        )
     return "\n".join(lines)
 
 
+def _ratios(one: list[dict[str, float]], runs: list[dict[str, float]], key: str) -> str:
+    """The median and range of `key` of each 1-worker run over that of the run beside it."""
+    ratios = [a[key] / b[key] for a, b in zip(one, runs, strict=True)]
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
 def run_keys() -> tuple[str, ...]:
-    """The figures of a run: wall seconds, then the binding threads' time split."""
-    return ("wall", "cpu", "runq", "blocked")
+    """The figures of a run: wall seconds, the binding threads' time split, and the main
+    thread's wall less its waits for a CPU."""
+    return ("wall", "cpu", "runq", "blocked", "unloaded")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
