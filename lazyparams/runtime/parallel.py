@@ -2,7 +2,8 @@
 
 `ParallelRunner` runs a function on N threads (numpy releases the GIL in copies, casts and reads)
 as the `Dispatcher` allows; each value is held until the dispatcher's ledger drops it, so the
-bytes held never exceed the budget. Imports `ir`, `analysis` and the runtime's own modules.
+bytes held never exceed the budget, and the kernels' buffer pool keeps freed outputs for reuse
+within the peak the run reached. Imports `ir`, `analysis` and the runtime's own modules.
 """
 
 from __future__ import annotations
