@@ -75,7 +75,8 @@ def run_once(
     env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
-        raise SystemExit(f"{recipe}, {workers} workers: exit {done.returncode}\n{done.stderr}")
+        what = f"{recipe} with {workers} worker(s)"
+        raise SystemExit(f"{what}: exit {done.returncode}\n{done.stderr}")
     threads = json.loads(done.stdout.strip().splitlines()[-1])
     result = dict.fromkeys(run_keys(), 0.0)
     for name, wall, cpu, runq in threads:
