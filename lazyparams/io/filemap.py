@@ -100,6 +100,12 @@ final sync finds at most this much left to write."""
 WRITEBACK_MIN_BYTES = 1 << 20
 """Writes smaller than this are left to the kernel's own timing."""
 
+WRITE_CALL_BYTES = 1 << 20
+"""The most one write call copies. A buffered write holds the file's lock (one per inode, on
+ext4 and most others) while it copies, so two workers writing into one file take turns; a
+short turn rarely spans the holder losing its CPU to another process, which on a busy machine
+otherwise leaves the other worker waiting for a whole time slice or more."""
+
 
 def write_array_at(fd: int, array: Array, offset: int) -> None:
     """Write the bytes of `array` (C order) at `offset` of `fd`, looping over short writes.
@@ -166,8 +172,9 @@ def _copy_range(source: tuple[int, int], start: int, fd: int, offset: int, lengt
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    """Write all of `data` at `offset`, `WRITE_CALL_BYTES` at most per call."""
     while data:
-        written = os.pwrite(fd, data, offset)
+        written = os.pwrite(fd, data[:WRITE_CALL_BYTES], offset)
         data, offset = data[written:], offset + written
 
 

@@ -2,7 +2,8 @@
 
 `ParallelRunner` runs a function on N threads (numpy releases the GIL in copies, casts and reads)
 as the `Dispatcher` allows; each value is held until the dispatcher's ledger drops it, so the
-bytes held never exceed the budget. Imports `ir`, `analysis` and the runtime's own modules.
+bytes held never exceed the budget, and the kernels' buffer pool keeps freed outputs for reuse
+within the peak the run reached. Imports `ir`, `analysis` and the runtime's own modules.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from lazyparams.errors import RuntimeExecError
 from lazyparams.ir import Call, Function, IRModule, StructInfo
 from lazyparams.runtime.dispatch import WINDOW, Dispatcher
 from lazyparams.runtime.memory import MemoryStats, TimelineEntry
+from lazyparams.runtime.pool import BUFFERS
 from lazyparams.runtime.vm import Frame, VirtualMachine
 
 _Done = tuple[int, Any, BaseException | None]
@@ -103,12 +105,21 @@ class ParallelRunner:
         self.stats = MemoryStats()
         frame = self.vm.prepare(self.name, args)
         try:
-            self._drop(frame, dispatcher.released_at_start)
-            self._record(dispatcher, -1, "(params)")
-            self._run(frame, dispatcher)
+            # freed outputs are reused within the peak reached, as in an in-order run: without
+            # it every kernel of every worker faults fresh pages in
+            with BUFFERS.watch(lambda: self._headroom(dispatcher)):
+                self._drop(frame, dispatcher.released_at_start)
+                self._record(dispatcher, -1, "(params)")
+                self._run(frame, dispatcher)
             return self.vm.result(frame)
         finally:
             frame.values.clear()
+
+    def _headroom(self, dispatcher: Dispatcher) -> int:
+        """Bytes the buffer pool may keep: what the run could still hold without passing the
+        peak it has reached (the ledger counts a started binding's output before it exists, so
+        a block the pool hands it never adds to the bytes held)."""
+        return max(self.stats.peak_bytes - dispatcher.held, 0)
 
     # The run -------------------------------------------------------------------------------
 
@@ -148,10 +159,12 @@ class ParallelRunner:
     def _record(self, dispatcher: Dispatcher, index: int, name: str) -> None:
         stats, held = self.stats, dispatcher.held
         stats.timeline.append(TimelineEntry(self.name, index, name, held))
-        stats.current_bytes = held
+        grew, stats.current_bytes = held > stats.current_bytes, held
         if held > stats.peak_bytes or stats.peak_binding is None:
             stats.peak_bytes, stats.peak_binding = held, name
             stats.peak_function, stats.peak_index = self.name, index
+        if grew and BUFFERS.free_bytes:
+            BUFFERS.fit()  # the run holds more: the pool keeps only what fits under the peak
 
 
 class _Crew:

@@ -40,6 +40,27 @@ def test_a_large_array_is_written_whole_at_its_offset(small_windows: None, fd: i
     assert os.fstat(fd).st_size == 4096 + array.nbytes
 
 
+def test_each_write_call_copies_a_bounded_piece_and_short_writes_go_on(
+    small_windows: None, fd: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers writing into one file take turns at its lock one short call at a time; a
+    call that writes less than asked for is continued where it stopped."""
+    monkeypatch.setattr(filemap, "WRITE_CALL_BYTES", 256 * 1024)
+    calls: list[tuple[int, int]] = []
+    real = os.pwrite
+
+    def short_pwrite(fd: int, data: memoryview, offset: int) -> int:
+        calls.append((offset, len(data)))
+        return real(fd, data[: len(data) - 1000 if len(calls) == 2 else len(data)], offset)
+
+    monkeypatch.setattr(os, "pwrite", short_pwrite)
+    array = np.arange(3 * MiB // 8 + 5, dtype=np.float64)
+    write_array_at(fd, array, 100)
+    assert max(length for _, length in calls) == 256 * 1024
+    assert calls[2][0] == calls[1][0] + calls[1][1] - 1000  # the short write continued
+    assert os.pread(fd, array.nbytes, 100) == array.tobytes()
+
+
 def test_the_oldest_bytes_are_settled_once_the_window_is_full(
     small_windows: None, fd: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

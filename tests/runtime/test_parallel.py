@@ -19,6 +19,7 @@ from lazyparams.ir import Function, IRModule, StructInfo
 from lazyparams.runtime import VirtualMachine
 from lazyparams.runtime.dispatch import Dispatcher, Simulation, simulate
 from lazyparams.runtime.parallel import ParallelRunner, default_budget
+from lazyparams.runtime.pool import BUFFERS
 from lazyparams.script import ir as I
 from lazyparams.script import relax as R
 from lazyparams.script import tir as T
@@ -250,6 +251,36 @@ def test_the_llama_workload_on_two_workers() -> None:
     assert runner.budget == 2 * runner.model.peak_bytes
     assert runner.model.peak_bytes < runner.stats.peak_bytes <= runner.budget
     assert [e.bytes for e in runner.stats.timeline][-1] == 0
+
+
+class CopyingIo(Io):
+    """An Io whose sink keeps a copy of each output (so its buffer is freed) and notes how many
+    bytes the buffer pool held when each output arrived."""
+
+    def __init__(self, inputs: tuple[np.ndarray, ...]) -> None:
+        super().__init__(inputs)
+        self.pool_bytes: list[int] = []
+
+    def set_item(self, index: int, value: np.ndarray) -> None:
+        with self._lock:
+            self.pool_bytes.append(BUFFERS.free_bytes)
+        super().set_item(index, value.copy())
+
+
+def test_workers_reuse_freed_outputs_within_the_peak() -> None:
+    """On two workers as in order, the pool keeps freed outputs for the next of their size (no
+    fresh pages to fault in), never more than the peak the run reached, nothing once it ends."""
+    eager, inputs = llama_like(3, 512, 1376), llama_inputs(3, 512, 1376)
+    in_order = Io(inputs)
+    VirtualMachine(_lazy(eager), in_order.externs())[FUNC_NAME]()
+    lazy, io = _lazy(eager), CopyingIo(inputs)
+    runner = ParallelRunner(
+        VirtualMachine(lazy, io.externs()), FUNC_NAME, workers=2, model=_model(lazy, eager=eager)
+    )
+    runner()
+    _same_bits(in_order.outputs, io.outputs)
+    assert 0 < max(io.pool_bytes) <= runner.stats.peak_bytes <= runner.budget
+    assert BUFFERS.free_bytes == 0
 
 
 def test_loads_run_at_the_same_time() -> None:
