@@ -22,6 +22,7 @@ from lazyparams.errors import RuntimeExecError
 from lazyparams.ir.dtype import to_numpy
 from lazyparams.runtime import fast, gguf_kquants, gguf_legacy, native
 from lazyparams.runtime.kernels import Array, kernel
+from lazyparams.runtime.pool import BUFFERS
 
 Quantizer = Callable[[Array], Array]
 Dequantizer = Callable[[Array, int], Array]
@@ -142,7 +143,7 @@ def _quantize_gguf(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     if x.dtype.kind != "f" and x.dtype not in native.SMALL_FLOATS:
         raise RuntimeExecError(f"expected x of a float dtype, got {x.dtype}")
     block = _checked_blocks(x.shape, attrs["type"], "x")
-    out = np.empty(block.storage_shape(x.shape), np.uint8)
+    out = BUFFERS.empty(block.storage_shape(x.shape), np.uint8)
     quantize_into(x, attrs["type"], out)
     return out
 
@@ -157,6 +158,6 @@ def _dequantize_gguf(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
             f"expected q as uint8 rows of {type_name} blocks ({size} bytes each), "
             f"got {q.dtype} of shape {q.shape}"
         )
-    out = np.empty(block.logical_shape(q.shape), to_numpy(attrs.get("dtype") or "float32"))
+    out = BUFFERS.empty(block.logical_shape(q.shape), to_numpy(attrs.get("dtype") or "float32"))
     dequantize_into(q, type_name, out)
     return out
