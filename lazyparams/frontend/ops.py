@@ -108,6 +108,10 @@ def squeeze(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
 def expand_dims(x: Tensor, axis: int | Sequence[int]) -> Tensor:
     """numpy.expand_dims: insert axes of size 1 at the given positions of the result."""
     x = tensor_operand(x, "expand_dims")
+    if type(axis) is int:  # one axis, as `stack` inserts it: the common case, kept short
+        at = _axis(axis, x.ndim + 1, "expand_dims")
+        var = x.tracer.emit_op("expand_dims", (x.var,), {"axis": at}, "expand_dims")
+        return Tensor(x.tracer, var)
     axes = _ints(axis, "expand_dims", "axes")
     ndim = x.ndim + len(axes)
     positions = sorted(_axis(a, ndim, "expand_dims") for a in axes)

@@ -50,6 +50,20 @@ def identifier(name: str, fallback: str = "w") -> str:
     return f"{fallback}_{text}" if text[0].isdigit() else text
 
 
+def _shared_struct_infos(specs: Sequence[InputSpec]) -> tuple[TensorStructInfo, ...]:
+    """The inputs' struct infos, one object per (shape, dtype): inputs alike (a layer's
+    experts) then share their ops' inferred results too (see `ir.infer`)."""
+    made: dict[tuple[tuple[int, ...], str], TensorStructInfo] = {}
+    result = []
+    for spec in specs:
+        key = (spec.shape, spec.dtype)
+        sinfo = made.get(key)
+        if sinfo is None:
+            sinfo = made[key] = spec.struct_info
+        result.append(sinfo)
+    return tuple(result)
+
+
 T = TypeVar("T")
 _ACTIVE: list[Tracer] = []
 
@@ -81,7 +95,7 @@ class Tracer:
         self.func_name = func_name
         self.bb = BlockBuilder()
         self.bb.names.reserve("params")
-        self.input_sinfos = tuple(spec.struct_info for spec in self.specs)
+        self.input_sinfos = _shared_struct_infos(self.specs)
         self.params_var = Var("params", TupleStructInfo(self.input_sinfos))
         self.input_bindings: dict[int, VarBinding] = {}
         self.kernel_vars: dict[int, GlobalVar] = {}
@@ -93,6 +107,8 @@ class Tracer:
         self._extern_table = NameTable()
         self.is_pure = True
         self.running = False
+        self.layouts: dict[int, tuple[Any, ...]] = {}
+        """(struct info, static shape, dtype) by the struct info's id, for `Tensor`."""
 
     @contextmanager
     def running_scope(self) -> Iterator[None]:
