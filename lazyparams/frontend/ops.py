@@ -144,8 +144,9 @@ def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     if len(shapes) != 1:
         raise trace_error("stack", f"expected tensors of one shape, got {sorted(shapes)}")
     at = _axis(axis, first.ndim + 1, "stack")
-    parts = [expand_dims(_as_tensor(tracer, t), at) for t in tensors]
-    return concat(parts, axis=at)
+    members = [tensor_operand(_as_tensor(tracer, t), "expand_dims").var for t in tensors]
+    expanded = tracer.emit_op_each("expand_dims", members, {"axis": at}, "expand_dims")
+    return concat([Tensor(tracer, var) for var in expanded], axis=at)
 
 
 def split(x: Tensor, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
