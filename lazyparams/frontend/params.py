@@ -35,7 +35,8 @@ def input_specs(inputs: Any) -> list[InputSpec]:
 
 
 def _spec(name: object, value: Any) -> InputSpec:
-    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    shape: Any = getattr(value, "shape", None)
+    dtype: Any = getattr(value, "dtype", None)
     plain = type(name) is str and type(shape) is tuple and type(dtype) is str
     # a checkpoint's tensor info: its shape is checked as below, in fewer steps
     if plain and all(type(d) is int and d >= 0 for d in shape):
