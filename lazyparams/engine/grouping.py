@@ -9,7 +9,7 @@ of them. Imports `ir`, `analysis` and the engine's own modules.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,10 @@ class _Joiner:
     def join(self, a: Hashable, b: Hashable) -> None:
         self.parent[self.find(a)] = self.find(b)
 
+    def roots(self) -> dict[Hashable, Hashable]:
+        """The root of every key seen so far, for lookups once the joining is done."""
+        return {key: self.find(key) for key in list(self.parent)}
+
 
 def find_units(traced: IRModule, inputs: Sequence[TensorInfo], join_limit: int) -> list[Unit]:
     """The units of a traced module, in the order of their first output.
@@ -89,13 +93,15 @@ def find_units(traced: IRModule, inputs: Sequence[TensorInfo], join_limit: int) 
         for used in used_by:
             if used not in reads and used is not params:
                 steps.join(var, used)
+    step_root = steps.roots()
     keys = [
-        _output_key(field, reads, steps, position) for position, field in enumerate(result.fields)
+        _output_key(field, reads, step_root, position)
+        for position, field in enumerate(result.fields)
     ]
-    needs = _inputs_of_steps(uses, reads, steps)
+    needs = _inputs_of_steps(uses, reads, step_root)
     out_bytes = _bytes_by_key(keys, traced)
     units = _join_shared(keys, needs, inputs, out_bytes, join_limit)
-    return _described_units(bindings, keys, units, needs, reads, steps)
+    return _described_units(bindings, keys, units, needs, reads, step_root)
 
 
 def _vars_read(value: Any) -> list[Var]:
@@ -128,23 +134,25 @@ def _read_index(value: Any, params: Var) -> int:
     return value.index
 
 
-def _output_key(field: Any, reads: dict[Var, int], steps: _Joiner, position: int) -> Hashable:
+def _output_key(
+    field: Any, reads: dict[Var, int], step_root: dict[Hashable, Hashable], position: int
+) -> Hashable:
     """The group of one output: its input (passed through), its steps, or itself (a constant)."""
     if isinstance(field, Var) and field in reads:
         return ("input", reads[field])
-    if isinstance(field, Var) and field in steps.parent:
-        return steps.find(field)
+    if isinstance(field, Var) and field in step_root:
+        return step_root[field]
     return ("output", position)
 
 
 def _inputs_of_steps(
-    uses: dict[Var, list[Var]], reads: dict[Var, int], steps: _Joiner
+    uses: dict[Var, list[Var]], reads: dict[Var, int], step_root: dict[Hashable, Hashable]
 ) -> dict[Hashable, list[int]]:
     """The inputs each group of steps reads (`uses`: the vars each step reads), in order of
     first use."""
     needs: dict[Hashable, dict[int, None]] = {}
     for var, used_by in uses.items():
-        group = needs.setdefault(steps.find(var), {})
+        group = needs.setdefault(step_root[var], {})
         for used in used_by:
             if used in reads:
                 group[reads[used]] = None
@@ -190,7 +198,7 @@ def _described_units(
     units: _Joiner,
     needs: dict[Hashable, list[int]],
     reads: dict[Var, int],
-    steps: _Joiner,
+    step_root: dict[Hashable, Hashable],
 ) -> list[Unit]:
     """Each unit's outputs, inputs (first use) and signature, in order of first output."""
     members: dict[Hashable, list[int]] = {}
@@ -202,7 +210,7 @@ def _described_units(
     for binding in bindings:
         if binding.var in reads:
             continue
-        root = of_step.get(steps.find(binding.var))
+        root = of_step.get(step_root.get(binding.var, binding.var))
         if root is not None:
             by_unit[root].append(binding)
     result = all_bindings[-1].value
@@ -263,12 +271,21 @@ class _SignatureMemo:
     def __init__(self) -> None:
         self.sinfos: dict[int, tuple[StructInfo, Hashable]] = {}
         self.nodes: dict[int, tuple[Any, Hashable]] = {}
+        self.attrs: dict[int, tuple[Mapping[str, Any], str]] = {}
 
     def sinfo_key(self, sinfo: StructInfo) -> Hashable:
         """`_sinfo_key(sinfo)`, once per struct info object."""
         found = self.sinfos.get(id(sinfo))
         if found is None or found[0] is not sinfo:
             found = self.sinfos[id(sinfo)] = (sinfo, _sinfo_key(sinfo))
+        return found[1]
+
+    def attrs_key(self, attrs: Mapping[str, Any]) -> str:
+        """A call's attrs as sorted, printed pairs, once per attrs object (the calls of one
+        stack share theirs)."""
+        found = self.attrs.get(id(attrs))
+        if found is None or found[0] is not attrs:
+            found = self.attrs[id(attrs)] = (attrs, repr(sorted(attrs.items())))
         return found[1]
 
     def node(self, expr: Any) -> Hashable:
@@ -323,7 +340,7 @@ def _describe(expr: Any, local: dict[Var, int], memo: _SignatureMemo) -> Hashabl
             ("var", local.get(arg)) if isinstance(arg, Var) else _describe(arg, local, memo)
             for arg in expr.args
         )
-        attrs = repr(sorted(expr.attrs.items())) if expr.attrs else "[]"
+        attrs = memo.attrs_key(expr.attrs) if expr.attrs else "[]"
         sinfo_args = tuple(map(str, expr.sinfo_args)) if expr.sinfo_args else ()
         return ("call", _describe(expr.op, local, memo), args, attrs, sinfo_args)
     if isinstance(expr, Tuple):

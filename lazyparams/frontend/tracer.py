@@ -178,8 +178,8 @@ class Tracer:
                 made[id(x.struct_info)] = found = (x.struct_info, call, sinfo)
                 if not is_pure_call(call):
                     self.is_pure = False
-            else:
-                call = Call(found[1].op, (x,), dict(found[1].attrs))
+            else:  # calls never change their attrs: the members share the first one's
+                call = Call(found[1].op, (x,), found[1].attrs)
             result.append(self.bb.emit(call, hint, found[2]))
         return result
 
