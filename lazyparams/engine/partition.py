@@ -232,6 +232,21 @@ def build_partition(
     """The partition of a traced module (see `partition`); `compiled` keeps the plans compiled
     per unit signature across calls on the same module and budget."""
     check_workers(workers)
+    with collection_paused():
+        return _partition_of(traced, source, spec, workers, part_size, shard_size, budget, compiled)
+
+
+def _partition_of(
+    traced: IRModule,
+    source: CheckpointSource,
+    spec: str,
+    workers: int,
+    part_size: int | None,
+    shard_size: int | None,
+    budget: int | None,
+    compiled: dict[Hashable, Template] | None,
+) -> Partition:
+    """`build_partition`, with the collector paused."""
     outputs = output_infos(traced)
     names = names_of(function_of(traced), "input_names")
     inputs = tuple(source.info(name) for name in names)
