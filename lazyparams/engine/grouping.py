@@ -85,7 +85,7 @@ def find_units(traced: IRModule, inputs: Sequence[TensorInfo], join_limit: int) 
     params, bindings = func.params[0], func.bindings()
     result = bindings[-1].value
     assert isinstance(result, Tuple)
-    reads = {b.var: _read_index(b.value, params) for b in bindings if _is_read(b.value, params)}
+    reads = _reads(bindings, params)
     uses = {b.var: _vars_read(b.value) for b in bindings[:-1] if b.var not in reads}
     steps = _Joiner()
     for var, used_by in uses.items():
@@ -125,13 +125,14 @@ def _collect_vars(exprs: Sequence[Any], found: dict[Var, None]) -> bool:
     return True
 
 
-def _is_read(value: Any, params: Var) -> bool:
-    return isinstance(value, TupleGetItem) and value.tuple_value is params
-
-
-def _read_index(value: Any, params: Var) -> int:
-    assert isinstance(value, TupleGetItem)
-    return value.index
+def _reads(bindings: Sequence[Binding], params: Var) -> dict[Var, int]:
+    """The vars bound to `params[i]`, with their index i."""
+    found = {}
+    for binding in bindings:
+        value = binding.value
+        if isinstance(value, TupleGetItem) and value.tuple_value is params:
+            found[binding.var] = value.index
+    return found
 
 
 def _output_key(
