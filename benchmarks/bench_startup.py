@@ -7,9 +7,10 @@ plans' warm-up). The floor is `python -c pass`. Commands: `--version`, `--help`,
 header-only 671B DeepSeek-V3 layout for 64 workers (`deepseek_headers`, no data read). Prints
 a markdown table of medians (wall and CPU seconds, CPU being the child's user + system time,
 which a busy machine disturbs less) with ratios to the floor, and writes it to
-`benchmarks/results/startup.md`.
+`benchmarks/results/startup.md`. With `--baseline OLDER_CHECKOUT` every command also runs
+against that checkout, alternating with this one, and the table sets both side by side.
 
-    python -m benchmarks.bench_startup --model PATH/TO/llama-1b --runs 7
+    python -m benchmarks.bench_startup --model PATH/TO/llama-1b --runs 7 --baseline OLDER
 """
 
 from __future__ import annotations
@@ -61,10 +62,25 @@ def run_once(argv: Sequence[str], root: Path) -> tuple[float, float]:
 
 def medians(argv: Sequence[str], runs: int, root: Path, warm_up: bool) -> tuple[float, float]:
     """Median wall and CPU seconds of `runs` runs of `argv`, after a warm-up run if asked."""
+    return medians_side_by_side(argv, runs, [root], warm_up)[0]
+
+
+def medians_side_by_side(
+    argv: Sequence[str], runs: int, roots: Sequence[Path], warm_up: bool
+) -> list[tuple[float, float]]:
+    """`medians` for each checkout in `roots`, their runs alternating so that a change in the
+    machine's load falls on all of them alike."""
     if warm_up:
-        run_once(argv, root)
-    samples = [run_once(argv, root) for _ in range(runs)]
-    return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
+        for root in roots:
+            run_once(argv, root)
+    samples: list[list[tuple[float, float]]] = [[] for _ in roots]
+    for _ in range(runs):
+        for found, root in zip(samples, roots, strict=True):
+            found.append(run_once(argv, root))
+    return [
+        (statistics.median(s[0] for s in found), statistics.median(s[1] for s in found))
+        for found in samples
+    ]
 
 
 def commands(model: Path | None, deepseek: Path | None) -> list[tuple[str, list[str]]]:
@@ -103,6 +119,30 @@ def table(results: Sequence[tuple[str, float, float]], runs: int, big_runs: int)
     return "\n".join(lines) + "\n"
 
 
+def side_by_side_table(
+    results: Sequence[tuple[str, tuple[float, float], tuple[float, float]]],
+    runs: int,
+    big_runs: int,
+) -> str:
+    """The markdown table of (label, baseline medians, these medians) rows, floor first."""
+    _, _, (_, floor_cpu) = results[0]
+    lines = [
+        f"Medians of {runs} runs ({big_runs} for the 671B plan) of each checkout, alternating, "
+        f"each in a fresh interpreter after a warm-up run; {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the end.",
+        "",
+        "| command | before CPU s | after CPU s | after ÷ before | before wall s | after wall s "
+        "| after CPU ÷ floor |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, (old_wall, old_cpu), (wall, cpu) in results:
+        lines.append(
+            f"| {label} | {old_cpu:.3f} | {cpu:.3f} | {cpu / old_cpu:.2f} | {old_wall:.3f} "
+            f"| {wall:.3f} | {cpu / floor_cpu:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Time every command, print and save the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -113,18 +153,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--root", type=Path, default=ROOT, help="the project checkout to time (default: this one)"
     )
+    parser.add_argument(
+        "--baseline", type=Path, help="an older checkout to time alongside, for before / after"
+    )
     args = parser.parse_args(argv)
     if args.model is None:
         print("no --model given: the 1B plan rows are skipped", file=sys.stderr)
+    roots = [args.root] if args.baseline is None else [args.baseline, args.root]
     with tempfile.TemporaryDirectory() as folder:
         deepseek = None if args.no_671b else make_header_only(Path(folder) / "deepseek-v3")
-        results = []
+        results: list[tuple[str, list[tuple[float, float]]]] = []
         for label, command in commands(args.model, deepseek):
             big = "671B" in label  # its modules are those of the plans before it: no warm-up
             runs = args.big_runs if big else args.runs
-            results.append((label, *medians(command, runs, args.root, warm_up=not big)))
-            print(f"{label}: {results[-1][1]:.3f} s wall, {results[-1][2]:.3f} s CPU", flush=True)
-    text = table(results, args.runs, args.big_runs)
+            found = medians_side_by_side(command, runs, roots, warm_up=not big)
+            results.append((label, found))
+            shown = ", ".join(f"{wall:.3f} s wall, {cpu:.3f} s CPU" for wall, cpu in found)
+            print(f"{label}: {shown}", flush=True)
+    if args.baseline is None:
+        text = table([(label, *found[0]) for label, found in results], args.runs, args.big_runs)
+    else:
+        pairs = [(label, found[0], found[1]) for label, found in results]
+        text = side_by_side_table(pairs, args.runs, args.big_runs)
     print(text)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(text)

@@ -9,7 +9,7 @@ of them. Imports `ir`, `analysis` and the engine's own modules.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,10 @@ class _Joiner:
     def join(self, a: Hashable, b: Hashable) -> None:
         self.parent[self.find(a)] = self.find(b)
 
+    def roots(self) -> dict[Hashable, Hashable]:
+        """The root of every key seen so far, for lookups once the joining is done."""
+        return {key: self.find(key) for key in list(self.parent)}
+
 
 def find_units(traced: IRModule, inputs: Sequence[TensorInfo], join_limit: int) -> list[Unit]:
     """The units of a traced module, in the order of their first output.
@@ -81,49 +85,75 @@ def find_units(traced: IRModule, inputs: Sequence[TensorInfo], join_limit: int) 
     params, bindings = func.params[0], func.bindings()
     result = bindings[-1].value
     assert isinstance(result, Tuple)
-    reads = {b.var: _read_index(b.value, params) for b in bindings if _is_read(b.value, params)}
-    uses = {b.var: used_vars(b.value) for b in bindings[:-1] if b.var not in reads}
+    reads = _reads(bindings, params)
+    uses = {b.var: _vars_read(b.value) for b in bindings[:-1] if b.var not in reads}
     steps = _Joiner()
     for var, used_by in uses.items():
         steps.find(var)
         for used in used_by:
             if used not in reads and used is not params:
                 steps.join(var, used)
+    step_root = steps.roots()
     keys = [
-        _output_key(field, reads, steps, position) for position, field in enumerate(result.fields)
+        _output_key(field, reads, step_root, position)
+        for position, field in enumerate(result.fields)
     ]
-    needs = _inputs_of_steps(uses, reads, steps)
+    needs = _inputs_of_steps(uses, reads, step_root)
     out_bytes = _bytes_by_key(keys, traced)
     units = _join_shared(keys, needs, inputs, out_bytes, join_limit)
-    return _described_units(traced, keys, units, needs, reads, steps)
+    return _described_units(bindings, keys, units, needs, reads, step_root)
 
 
-def _is_read(value: Any, params: Var) -> bool:
-    return isinstance(value, TupleGetItem) and value.tuple_value is params
+def _vars_read(value: Any) -> list[Var]:
+    """`used_vars(value)`, found directly for an op call on vars or tuples of vars (nearly
+    every step of a traced model) without the visitor's dispatch."""
+    if type(value) is Call and type(value.op) is Op:
+        found: dict[Var, None] = {}
+        if _collect_vars(value.args, found):
+            return list(found)
+    return used_vars(value)
 
 
-def _read_index(value: Any, params: Var) -> int:
-    assert isinstance(value, TupleGetItem)
-    return value.index
+def _collect_vars(exprs: Sequence[Any], found: dict[Var, None]) -> bool:
+    """Add the vars of `exprs` to `found` in order; False if one is neither a var nor a tuple
+    of such (the caller then walks it in full)."""
+    for expr in exprs:
+        if isinstance(expr, Var):
+            found[expr] = None
+        elif type(expr) is not Tuple or not _collect_vars(expr.fields, found):
+            return False
+    return True
 
 
-def _output_key(field: Any, reads: dict[Var, int], steps: _Joiner, position: int) -> Hashable:
+def _reads(bindings: Sequence[Binding], params: Var) -> dict[Var, int]:
+    """The vars bound to `params[i]`, with their index i."""
+    found = {}
+    for binding in bindings:
+        value = binding.value
+        if isinstance(value, TupleGetItem) and value.tuple_value is params:
+            found[binding.var] = value.index
+    return found
+
+
+def _output_key(
+    field: Any, reads: dict[Var, int], step_root: dict[Hashable, Hashable], position: int
+) -> Hashable:
     """The group of one output: its input (passed through), its steps, or itself (a constant)."""
     if isinstance(field, Var) and field in reads:
         return ("input", reads[field])
-    if isinstance(field, Var) and field in steps.parent:
-        return steps.find(field)
+    if isinstance(field, Var) and field in step_root:
+        return step_root[field]
     return ("output", position)
 
 
 def _inputs_of_steps(
-    uses: dict[Var, list[Var]], reads: dict[Var, int], steps: _Joiner
+    uses: dict[Var, list[Var]], reads: dict[Var, int], step_root: dict[Hashable, Hashable]
 ) -> dict[Hashable, list[int]]:
     """The inputs each group of steps reads (`uses`: the vars each step reads), in order of
     first use."""
     needs: dict[Hashable, dict[int, None]] = {}
     for var, used_by in uses.items():
-        group = needs.setdefault(steps.find(var), {})
+        group = needs.setdefault(step_root[var], {})
         for used in used_by:
             if used in reads:
                 group[reads[used]] = None
@@ -164,39 +194,40 @@ def _join_shared(
 
 
 def _described_units(
-    traced: IRModule,
+    all_bindings: Sequence[Binding],
     keys: Sequence[Hashable],
     units: _Joiner,
     needs: dict[Hashable, list[int]],
     reads: dict[Var, int],
-    steps: _Joiner,
+    step_root: dict[Hashable, Hashable],
 ) -> list[Unit]:
     """Each unit's outputs, inputs (first use) and signature, in order of first output."""
     members: dict[Hashable, list[int]] = {}
     for position, key in enumerate(keys):
         members.setdefault(units.find(key), []).append(position)
     of_step = {key: units.find(key) for key in dict.fromkeys(keys)}
-    bindings = function_of(traced).bindings()[:-1]
+    bindings = all_bindings[:-1]
     by_unit: dict[Hashable, list[Any]] = {root: [] for root in members}
     for binding in bindings:
         if binding.var in reads:
             continue
-        root = of_step.get(steps.find(binding.var))
+        root = of_step.get(step_root.get(binding.var, binding.var))
         if root is not None:
             by_unit[root].append(binding)
-    result = function_of(traced).bindings()[-1].value
+    result = all_bindings[-1].value
     assert isinstance(result, Tuple)
     readers: dict[int, list[Var]] = {}
     for var, index in reads.items():
         readers.setdefault(index, []).append(var)
     found = []
+    memo = _SignatureMemo()
     for root, outputs in members.items():
         used = dict.fromkeys(
             i for key in dict.fromkeys(keys[p] for p in outputs) for i in needs.get(key, [])
         )
         fields = [result.fields[p] for p in outputs]
         read_vars = [var for index in used for var in readers[index]]
-        signature = _signature(by_unit[root], fields, list(used), read_vars, reads)
+        signature = _signature(by_unit[root], fields, list(used), read_vars, reads, memo)
         unit_reads = tuple(tuple(readers[index]) for index in used)
         found.append(Unit(tuple(outputs), tuple(used), signature, unit_reads, tuple(by_unit[root])))
     return found
@@ -214,7 +245,7 @@ def unit_module(traced: IRModule, unit: Unit) -> IRModule:
         for position, readers in enumerate(unit.reads)
         for var in readers
     ]
-    result = func.bindings()[-1]
+    result = _last_binding(func)
     assert isinstance(result.value, Tuple)
     values = tuple(result.value.fields[o] for o in unit.outputs)
     ret = TupleStructInfo(tuple(struct_info_of(v) for v in values))
@@ -229,28 +260,68 @@ def unit_module(traced: IRModule, unit: Unit) -> IRModule:
     return traced.with_function(FUNC, Function((own,), body, ret, func.is_pure, attrs))
 
 
+def _last_binding(func: Function) -> Binding:
+    """The function's last binding (its output tuple), without listing all of them."""
+    return next(block.bindings[-1] for block in reversed(func.body.blocks) if block.bindings)
+
+
+class _SignatureMemo:
+    """What signatures repeat across units, worked out once: the key of each struct info
+    object and the description of each op node and attrs."""
+
+    def __init__(self) -> None:
+        self.sinfos: dict[int, tuple[StructInfo, Hashable]] = {}
+        self.nodes: dict[int, tuple[Any, Hashable]] = {}
+        self.attrs: dict[int, tuple[Mapping[str, Any], str]] = {}
+
+    def sinfo_key(self, sinfo: StructInfo) -> Hashable:
+        """`_sinfo_key(sinfo)`, once per struct info object."""
+        found = self.sinfos.get(id(sinfo))
+        if found is None or found[0] is not sinfo:
+            found = self.sinfos[id(sinfo)] = (sinfo, _sinfo_key(sinfo))
+        return found[1]
+
+    def attrs_key(self, attrs: Mapping[str, Any]) -> str:
+        """A call's attrs as sorted, printed pairs, once per attrs object (the calls of one
+        stack share theirs)."""
+        found = self.attrs.get(id(attrs))
+        if found is None or found[0] is not attrs:
+            found = self.attrs[id(attrs)] = (attrs, repr(sorted(attrs.items())))
+        return found[1]
+
+    def node(self, expr: Any) -> Hashable:
+        """`_describe` of an Op, ExternFunc or GlobalVar node, once per node."""
+        found = self.nodes.get(id(expr))
+        if found is None or found[0] is not expr:
+            found = self.nodes[id(expr)] = (expr, (type(expr).__name__, repr(expr)))
+        return found[1]
+
+
 def _signature(
     bindings: Sequence[Any],
     fields: Sequence[Any],
     inputs: Sequence[int],
     read_vars: Sequence[Var],
     reads: dict[Var, int],
+    memo: _SignatureMemo | None = None,
 ) -> Hashable:
     """A description of a unit's computation in which tensors are numbered, not named.
 
     Inputs are numbered in order of first use, as `unit_module` passes them; where they sit in
     the checkpoint is left out, so the layers of a model share one signature even where a
     shard boundary splits one layer's inputs and not another's."""
+    memo = memo or _SignatureMemo()
     position = {index: order for order, index in enumerate(inputs)}
     local = {var: -1 - position[reads[var]] for var in read_vars}
     steps = []
     for binding in bindings:
-        steps.append((_sinfo_key(struct_info_of(binding.var)), _describe(binding.value, local)))
+        sinfo = memo.sinfo_key(struct_info_of(binding.var))
+        steps.append((sinfo, _describe(binding.value, local, memo)))
         local[binding.var] = len(local)
     read_infos = tuple(
-        sorted((local[v], _sinfo_key(struct_info_of(v))) for v in local if local[v] < 0)
+        sorted((local[v], memo.sinfo_key(struct_info_of(v))) for v in local if local[v] < 0)
     )
-    return (tuple(steps), read_infos, tuple(_describe(f, local) for f in fields))
+    return (tuple(steps), read_infos, tuple(_describe(f, local, memo) for f in fields))
 
 
 def _sinfo_key(sinfo: StructInfo) -> Hashable:
@@ -261,20 +332,24 @@ def _sinfo_key(sinfo: StructInfo) -> Hashable:
     return str(sinfo)
 
 
-def _describe(expr: Any, local: dict[Var, int]) -> Hashable:
+def _describe(expr: Any, local: dict[Var, int], memo: _SignatureMemo) -> Hashable:
     """`expr` with vars replaced by their local numbers."""
     if isinstance(expr, Var):
         return ("var", local.get(expr))
     if isinstance(expr, Call):
-        args = tuple(_describe(arg, local) for arg in expr.args)
-        attrs = repr(sorted(expr.attrs.items()))
-        return ("call", _describe(expr.op, local), args, attrs, tuple(map(str, expr.sinfo_args)))
+        args = tuple(
+            ("var", local.get(arg)) if isinstance(arg, Var) else _describe(arg, local, memo)
+            for arg in expr.args
+        )
+        attrs = memo.attrs_key(expr.attrs) if expr.attrs else "[]"
+        sinfo_args = tuple(map(str, expr.sinfo_args)) if expr.sinfo_args else ()
+        return ("call", _describe(expr.op, local, memo), args, attrs, sinfo_args)
     if isinstance(expr, Tuple):
-        return ("tuple", tuple(_describe(f, local) for f in expr.fields))
+        return ("tuple", tuple(_describe(f, local, memo) for f in expr.fields))
     if isinstance(expr, TupleGetItem):
-        return ("item", _describe(expr.tuple_value, local), expr.index)
+        return ("item", _describe(expr.tuple_value, local, memo), expr.index)
     if isinstance(expr, Op | ExternFunc | GlobalVar):
-        return (type(expr).__name__, repr(expr))
+        return memo.node(expr)
     return ("other", structural_hash(expr))
 
 

@@ -21,6 +21,7 @@ from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers
 from lazyparams.engine.sizes import format_bytes, size_or_none
 from lazyparams.engine.specs import resolve_spec
 from lazyparams.errors import BudgetError, ConvertError
+from lazyparams.frontend.tracing import collection_paused
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.ir import Call, ExternFunc, IRModule, PrimValue
 from lazyparams.ir.prim import IntImm
@@ -203,7 +204,7 @@ def partition(
     `part_size` (bytes written per part) defaults to `shard_size`, else to a size giving
     `PARTS_PER_WORKER` parts per worker. `budget` is per worker. No tensor data is read.
     """
-    with opened(src) as source:
+    with collection_paused(), opened(src) as source:
         resolved = resolve_spec(transform, source, src)
         traced = trace_transform(resolved.fn, source)
         return build_partition(
@@ -231,6 +232,21 @@ def build_partition(
     """The partition of a traced module (see `partition`); `compiled` keeps the plans compiled
     per unit signature across calls on the same module and budget."""
     check_workers(workers)
+    with collection_paused():
+        return _partition_of(traced, source, spec, workers, part_size, shard_size, budget, compiled)
+
+
+def _partition_of(
+    traced: IRModule,
+    source: CheckpointSource,
+    spec: str,
+    workers: int,
+    part_size: int | None,
+    shard_size: int | None,
+    budget: int | None,
+    compiled: dict[Hashable, Template] | None,
+) -> Partition:
+    """`build_partition`, with the collector paused."""
     outputs = output_infos(traced)
     names = names_of(function_of(traced), "input_names")
     inputs = tuple(source.info(name) for name in names)

@@ -34,6 +34,7 @@ from lazyparams.engine.compile import (
 from lazyparams.engine.sizes import size_or_none
 from lazyparams.engine.specs import resolve_spec
 from lazyparams.errors import BudgetError, CheckpointError, ConvertError
+from lazyparams.frontend.tracing import collection_paused
 from lazyparams.io import CheckpointSource, TensorInfo, open_source
 from lazyparams.io.partial import read_buffer_bytes
 from lazyparams.ir import Function, IRModule, StructInfo
@@ -192,7 +193,7 @@ def plan(
     symlinks, `..` or absolute names) outside the checkpoint folder.
     """
     limit = size_or_none(budget, "budget")
-    with opened(src, allow_outside_links) as source:
+    with collection_paused(), opened(src, allow_outside_links) as source:
         resolved = resolve_spec(transform, source, src)
         traced = trace_transform(resolved.fn, source)
         the_plan = build_plan(traced, source, spec=resolved.name, budget=limit, workers=workers)

@@ -108,6 +108,10 @@ def squeeze(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
 def expand_dims(x: Tensor, axis: int | Sequence[int]) -> Tensor:
     """numpy.expand_dims: insert axes of size 1 at the given positions of the result."""
     x = tensor_operand(x, "expand_dims")
+    if type(axis) is int:  # one axis, as `stack` inserts it: the common case, kept short
+        at = _axis(axis, x.ndim + 1, "expand_dims")
+        var = x.tracer.emit_op("expand_dims", (x.var,), {"axis": at}, "expand_dims")
+        return Tensor(x.tracer, var)
     axes = _ints(axis, "expand_dims", "axes")
     ndim = x.ndim + len(axes)
     positions = sorted(_axis(a, ndim, "expand_dims") for a in axes)
@@ -140,8 +144,9 @@ def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     if len(shapes) != 1:
         raise trace_error("stack", f"expected tensors of one shape, got {sorted(shapes)}")
     at = _axis(axis, first.ndim + 1, "stack")
-    parts = [expand_dims(_as_tensor(tracer, t), at) for t in tensors]
-    return concat(parts, axis=at)
+    members = [tensor_operand(_as_tensor(tracer, t), "expand_dims").var for t in tensors]
+    expanded = tracer.emit_op_each("expand_dims", members, {"axis": at}, "expand_dims")
+    return concat([Tensor(tracer, var) for var in expanded], axis=at)
 
 
 def split(x: Tensor, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:

@@ -35,6 +35,15 @@ def input_specs(inputs: Any) -> list[InputSpec]:
 
 
 def _spec(name: object, value: Any) -> InputSpec:
+    shape: Any = getattr(value, "shape", None)
+    dtype: Any = getattr(value, "dtype", None)
+    plain = type(name) is str and type(shape) is tuple and type(dtype) is str
+    # a checkpoint's tensor info: its shape is checked as below, in fewer steps
+    if plain and all(type(d) is int and d >= 0 for d in shape):
+        try:
+            return InputSpec(str(name), shape, dtype_name(dtype))
+        except BadValue as err:
+            raise trace_error("trace", f"input {name!r}: {err}") from None
     if not isinstance(name, str):
         raise trace_error("trace", f"expected input names as str, got {name!r}")
     if hasattr(value, "shape") and hasattr(value, "dtype"):

@@ -25,7 +25,16 @@ from lazyparams.ir.describe import describe
 from lazyparams.ir.dtype import is_float, nbytes
 from lazyparams.ir.expr import Constant, Expr, Var
 from lazyparams.ir.infer import struct_info_of
-from lazyparams.ir.struct_info import TensorStructInfo
+from lazyparams.ir.struct_info import StructInfo, TensorStructInfo
+
+
+def _layout(sinfo: StructInfo) -> tuple[tuple[int, ...], DType]:
+    """The static shape and dtype of a traced tensor's struct info, or a located error."""
+    shape = sinfo.static_shape if isinstance(sinfo, TensorStructInfo) else None
+    if not isinstance(sinfo, TensorStructInfo) or shape is None:
+        raise trace_error("trace", f"expected a tensor of static shape, got {describe(sinfo)}")
+    return shape, DType(sinfo.dtype)
+
 
 _BINARY = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
 
@@ -37,12 +46,14 @@ class Tensor:
 
     def __init__(self, tracer: Tracer, var: Var) -> None:
         sinfo = struct_info_of(var)
-        if not isinstance(sinfo, TensorStructInfo) or sinfo.static_shape is None:
-            raise trace_error("trace", f"expected a tensor of static shape, got {describe(sinfo)}")
+        # vars of one struct info object (a layer's experts, their ops' results) share a layout
+        layout = tracer.layouts.get(id(sinfo))
+        if layout is None or layout[0] is not sinfo:
+            layout = tracer.layouts[id(sinfo)] = (sinfo, *_layout(sinfo))
         self.tracer = tracer
         self.var = var
-        self._shape: tuple[int, ...] = sinfo.static_shape
-        self.dtype: str = DType(sinfo.dtype)
+        self._shape: tuple[int, ...] = layout[1]
+        self.dtype: str = layout[2]
 
     # numpy attributes ------------------------------------------------------------------------
 

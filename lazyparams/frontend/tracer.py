@@ -42,12 +42,30 @@ class InputSpec:
 @functools.lru_cache(maxsize=4096)  # an op's name is asked for at each of its calls
 def identifier(name: str, fallback: str = "w") -> str:
     """A Python identifier derived from a checkpoint or function name, for readable var names."""
-    text = re.sub(r"\W+", "_", name).strip("_")
+    dotted = name.replace(".", "_")
+    if name.isascii() and ".." not in name and dotted.isidentifier():
+        text = dotted.strip("_")  # what the substitution below gives, found faster
+    else:
+        text = re.sub(r"\W+", "_", name).strip("_")
     if not text:
         return fallback
     if keyword.iskeyword(text):
         return f"{text}_"
     return f"{fallback}_{text}" if text[0].isdigit() else text
+
+
+def _shared_struct_infos(specs: Sequence[InputSpec]) -> tuple[TensorStructInfo, ...]:
+    """The inputs' struct infos, one object per (shape, dtype): inputs alike (a layer's
+    experts) then share their ops' inferred results too (see `ir.infer`)."""
+    made: dict[tuple[tuple[int, ...], str], TensorStructInfo] = {}
+    result = []
+    for spec in specs:
+        key = (spec.shape, spec.dtype)
+        sinfo = made.get(key)
+        if sinfo is None:
+            sinfo = made[key] = spec.struct_info
+        result.append(sinfo)
+    return tuple(result)
 
 
 T = TypeVar("T")
@@ -81,7 +99,7 @@ class Tracer:
         self.func_name = func_name
         self.bb = BlockBuilder()
         self.bb.names.reserve("params")
-        self.input_sinfos = tuple(spec.struct_info for spec in self.specs)
+        self.input_sinfos = _shared_struct_infos(self.specs)
         self.params_var = Var("params", TupleStructInfo(self.input_sinfos))
         self.input_bindings: dict[int, VarBinding] = {}
         self.kernel_vars: dict[int, GlobalVar] = {}
@@ -93,6 +111,8 @@ class Tracer:
         self._extern_table = NameTable()
         self.is_pure = True
         self.running = False
+        self.layouts: dict[int, tuple[Any, ...]] = {}
+        """(struct info, static shape, dtype) by the struct info's id, for `Tensor`."""
 
     @contextmanager
     def running_scope(self) -> Iterator[None]:
@@ -138,6 +158,30 @@ class Tracer:
         """Bind a call of the registered operator `op` (attrs normalised by the op layer)."""
         call, sinfo = checked(what, lambda: typed_call(op, args, attrs))
         return self.emit(call, op, what, sinfo)
+
+    def emit_op_each(
+        self, op: str, operands: Sequence[Var], attrs: Mapping[str, Any], what: str
+    ) -> list[Var]:
+        """`emit_op(op, (x,), attrs, what)` for each operand x, in order (the vars of a stack).
+
+        The call is checked and inferred once per operand struct info object; the others are
+        built as that call was, with its normalised attrs, so the bindings come out as
+        `emit_op` binds them, in a fraction of the time (a 671B model stacks 90k experts).
+        """
+        made: dict[int, tuple[StructInfo | None, Call, StructInfo]] = {}
+        hint = identifier(op, "v")
+        result = []
+        for x in operands:
+            found = made.get(id(x.struct_info))
+            if found is None or found[0] is not x.struct_info:
+                call, sinfo = checked(what, functools.partial(typed_call, op, (x,), attrs))
+                made[id(x.struct_info)] = found = (x.struct_info, call, sinfo)
+                if not is_pure_call(call):
+                    self.is_pure = False
+            else:  # calls never change their attrs: the members share the first one's
+                call = Call(found[1].op, (x,), found[1].attrs)
+            result.append(self.bb.emit(call, hint, found[2]))
+        return result
 
     def emit_fields(self, tuple_var: Var, what: str) -> tuple[Var, ...]:
         """Bind each field of a tuple-valued var, so every result is a tensor var of its own."""

@@ -21,6 +21,7 @@ MAX_DIM = 2**62
 MAX_ELEMENTS = 2**62
 MAX_INT_DIGITS = 20
 MAX_NAME_BYTES = 65536
+_DIGITS_AS_ZERO = bytes(48 if chr(b).isdigit() and b < 128 else 32 for b in range(256))
 
 
 def check_shape(shape: Iterable[object], where: str) -> tuple[int, ...]:
@@ -68,10 +69,10 @@ def load_json(data: bytes | str, where: str, what: str = "JSON") -> Any:
     while parsing, so no input ends in a RecursionError or a quadratic int conversion.
     """
     text = _as_text(data, where, what)
+    # integers are checked one by one only where a run of digits could be too long for one
+    parse_int = _bounded_int(where) if _may_hold_long_int(data, text) else None
     try:
-        return json.loads(
-            text, object_pairs_hook=_unique_keys(where), parse_int=_bounded_int(where)
-        )
+        return json.loads(text, object_pairs_hook=_unique_keys(where), parse_int=parse_int)
     except RecursionError:
         raise CheckpointError(f"{where}: {what} nests too deep to be a checkpoint header") from None
     except json.JSONDecodeError as err:
@@ -93,6 +94,16 @@ def inside_folder(folder: Path, relative: str, where: str, allow_outside: bool =
     return candidate
 
 
+def _may_hold_long_int(data: bytes | str, text: str) -> bool:
+    """Whether `text` has a run of more than MAX_INT_DIGITS ASCII digits (or any non-ASCII
+    character, not looked into): found with a byte translation rather than a per-integer
+    hook or a regex, both slow on a 92k-tensor header that is mostly digits."""
+    if not text.isascii():
+        return True
+    raw = data if isinstance(data, bytes) else text.encode("ascii")
+    return b"0" * (MAX_INT_DIGITS + 1) in raw.translate(_DIGITS_AS_ZERO)
+
+
 def _as_text(data: bytes | str, where: str, what: str) -> str:
     if isinstance(data, str):
         return data
@@ -104,11 +115,13 @@ def _as_text(data: bytes | str, where: str, what: str) -> str:
 
 def _unique_keys(where: str) -> Any:
     def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in result:
-                raise CheckpointError(f"{where}: the key {key!r} appears twice")
-            result[key] = value
+        result = dict(pairs)
+        if len(result) != len(pairs):  # a key repeats: name the first one that does
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise CheckpointError(f"{where}: the key {key!r} appears twice")
+                seen.add(key)
         return result
 
     return build

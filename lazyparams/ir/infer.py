@@ -6,6 +6,9 @@ Calls to ops use the op registry's inference; calls to externs and functions use
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
+from typing import Any
+
 from lazyparams.errors import StructInfoError
 from lazyparams.ir.describe import describe
 from lazyparams.ir.dtype import from_numpy
@@ -26,7 +29,7 @@ from lazyparams.ir.expr import (
     TupleGetItem,
     Var,
 )
-from lazyparams.ir.op_registry import op_info
+from lazyparams.ir.op_registry import OpInfo, op_info
 from lazyparams.ir.prim import IntImm
 from lazyparams.ir.struct_info import (
     FuncStructInfo,
@@ -71,13 +74,74 @@ def struct_info_of(expr: Expr) -> StructInfo:
 
 def _call_struct_info(call: Call) -> StructInfo:
     if isinstance(call.op, Op):
-        return op_info(call.op).infer(call)
+        return _op_struct_info(call, op_info(call.op))
     if len(call.sinfo_args) == 1:
         return call.sinfo_args[0]
     if call.sinfo_args:
         return TupleStructInfo(call.sinfo_args)
     callee = struct_info_of(call.op)
     return callee.ret if isinstance(callee, FuncStructInfo) else ObjectStructInfo()
+
+
+_INFERRED: dict[Hashable, tuple[StructInfo, tuple[object, ...]]] = {}
+"""Op results by (op entry, attrs, operand struct infos), each entry holding what its key's
+ids name, so no id is reused while the entry lives."""
+_INFERRED_LIMIT = 8192
+
+
+def _op_struct_info(call: Call, info: OpInfo) -> StructInfo:
+    """`info.infer(call)`, remembered for calls whose operands are vars (or tuples of vars).
+
+    An op's inference sees a var only through its struct info, so equal struct infos (the
+    same objects, as a traced layer's experts share them) give the same result: tracing a
+    model's worth of identical calls infers each kind once. Failures are never remembered.
+    """
+    if call.sinfo_args:
+        return info.infer(call)
+    keep: list[object] = [info]
+    operands = _operand_key(call.args, keep)
+    attrs = _attrs_key(call.attrs)
+    if operands is None or attrs is None:
+        return info.infer(call)
+    key = (id(info), attrs, operands)
+    found = _INFERRED.get(key)
+    if found is not None:
+        return found[0]
+    sinfo = info.infer(call)
+    if len(_INFERRED) >= _INFERRED_LIMIT:
+        _INFERRED.clear()
+    _INFERRED[key] = (sinfo, tuple(keep))
+    return sinfo
+
+
+def _attrs_key(attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...] | None:
+    """The attrs as a key, None unless every value is None, a str, an int or a tuple of ints
+    (exactly those types: True and 1.0 equal 1 as keys but not to an op's normaliser)."""
+    for value in attrs.values():
+        if value is None or type(value) is str or type(value) is int:
+            continue
+        if type(value) is tuple and all(type(v) is int for v in value):
+            continue
+        return None
+    return tuple(attrs.items())
+
+
+def _operand_key(args: tuple[Expr, ...], keep: list[object]) -> tuple[Hashable, ...] | None:
+    """The ids of the operands' struct infos (appended to `keep`), None unless every operand
+    is a var with struct info or a tuple of such."""
+    key: list[Hashable] = []
+    for arg in args:
+        if type(arg) is Tuple:
+            fields = _operand_key(arg.fields, keep)
+            if fields is None:
+                return None
+            key.append(fields)
+            continue
+        if not isinstance(arg, Var) or arg.struct_info is None:
+            return None
+        keep.append(arg.struct_info)
+        key.append(id(arg.struct_info))
+    return tuple(key)
 
 
 def _tuple_field(item: TupleGetItem) -> StructInfo:

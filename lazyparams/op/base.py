@@ -67,6 +67,8 @@ def as_int(op: str, name: str, value: Any) -> int:
 
 def as_ints(op: str, name: str, value: Any) -> tuple[int, ...]:
     """A tuple-of-ints attr from any sequence of ints."""
+    if type(value) is tuple and all(type(v) is int for v in value):  # already canonical
+        return value
     if not isinstance(value, Sequence) or isinstance(value, str):
         fail(op, f"expected {name} to be a list of ints, got {value!r}")
     return tuple(as_int(op, name, v) for v in value)
@@ -84,6 +86,8 @@ def as_optional_int(op: str, name: str, value: Any) -> int | None:
 
 def as_int_or_ints(op: str, name: str, value: Any) -> int | tuple[int, ...]:
     """An attr that is either one int or a list of ints (kept as the user chose)."""
+    if type(value) is int:  # the common case, ahead of the costlier Sequence check
+        return value
     if isinstance(value, Sequence) and not isinstance(value, str):
         return as_ints(op, name, value)
     return as_int(op, name, value)
@@ -120,17 +124,47 @@ def as_shape(op: str, name: str, value: Any) -> tuple[PrimExpr, ...]:
 # Building calls -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Params:
+    """An op's params as `typed_call` checks them, worked out once per definition."""
+
+    definition: OpDef
+    operands: tuple[str, ...]
+    required: int
+    attrs: tuple[OpParam, ...]
+    known: frozenset[str]
+
+
+_PARAMS: dict[str, _Params] = {}
+
+
+def _params(name: str) -> _Params:
+    """The checked params of op `name` (recomputed if the op was registered again)."""
+    d = _definition(name)
+    found = _PARAMS.get(name)
+    if found is None or found.definition is not d:
+        operands = [p for p in d.params if p.kind == "expr"]
+        attrs = tuple(p for p in d.params if p.kind == "attr")
+        found = _PARAMS[name] = _Params(
+            d,
+            tuple(p.name for p in operands),
+            sum(1 for p in operands if p.required),  # optional operands come last
+            attrs,
+            frozenset(p.name for p in attrs),
+        )
+    return found
+
+
 def normalize_attrs(name: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Every attr of op `name` in canonical form, defaults filled in, unknown names refused."""
-    d = _definition(name)
-    attr_params = [p for p in d.params if p.kind == "attr"]
-    known = {p.name for p in attr_params}
+    params = _params(name)
+    d, known = params.definition, params.known
     unknown = sorted(set(attrs) - known)
     if unknown:
         expected = ", ".join(sorted(known)) or "none"
         fail(name, f"expected attrs among ({expected}), got unknown {', '.join(unknown)}")
     result: dict[str, Any] = {}
-    for p in attr_params:
+    for p in params.attrs:
         if p.name not in attrs and p.required:
             fail(name, f"expected attr {p.name}, got none")
         value = attrs.get(p.name, p.default)
@@ -157,9 +191,8 @@ def typed_call(
 ) -> tuple[Call, StructInfo]:
     """`make_call`, and the struct info its inference gave, so that binding the call need not
     infer it again (tracing a model's worth of ops would otherwise do it twice)."""
-    operands = [p for p in _definition(name).params if p.kind == "expr"]
-    expr_params = [p.name for p in operands]
-    required = sum(1 for p in operands if p.required)  # optional operands come last
+    params = _params(name)
+    expr_params, required = params.operands, params.required
     if not required <= len(args) <= len(expr_params):
         count = f"{required} to {len(expr_params)}" if required < len(expr_params) else required
         fail(name, f"expected {count} operands ({', '.join(expr_params)}), got {len(args)}")
