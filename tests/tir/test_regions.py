@@ -14,7 +14,7 @@ from lazyparams.ir import IRModule
 from lazyparams.script import parse
 from lazyparams.tir.nodes import Block, PrimFunc, Stmt
 
-BARE = '''
+BARE = """
 @I.ir_module
 class Module:
     @T.prim_func
@@ -40,7 +40,7 @@ class Module:
                 vi = T.axis.remap("S", [i])
                 for k in range(7):
                     c[vi] = c[vi] + a[vi, k + 1] * a[vi, k]
-'''
+"""
 
 EXPECTED = {
     "copy": ("w1[vj, vi]", "out[vi, vj]"),
@@ -71,7 +71,7 @@ def test_omitted_regions_are_the_union_of_the_body_s_accesses(name: str) -> None
 
 def test_written_regions_are_kept_and_only_the_missing_one_is_inferred() -> None:
     text = BARE.replace(
-        "vi, vj = T.axis.remap", 'T.reads(w1[0:3, 0:4])\n                vi, vj = T.axis.remap'
+        "vi, vj = T.axis.remap", "T.reads(w1[0:3, 0:4])\n                vi, vj = T.axis.remap"
     )
     printed = parse(text).script()
     assert "T.reads(w1[0:3, 0:4])" in printed and "T.writes(out[vi, vj])" in printed
