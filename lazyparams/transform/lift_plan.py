@@ -30,6 +30,7 @@ from lazyparams.ir import (
     Function,
     IRModule,
     MatchCast,
+    PrimValue,
     SeqExpr,
     StructInfo,
     Tuple,
@@ -41,10 +42,13 @@ from lazyparams.ir import (
     struct_info_of,
 )
 from lazyparams.ir.fresh_vars import with_fresh_prim_vars
-from lazyparams.ir.prim import PrimVar
+from lazyparams.ir.prim import IntImm, PrimVar
+from lazyparams.op import call_pure_packed
 from lazyparams.transform.util import is_op_call, prim_vars
 
 SUFFIX = "_transform_params"
+TUPLE_RESET = "vm.builtin.tuple_reset_item"
+UNIT = TupleStructInfo(())
 BARRIER = "builtin.stop_lift_params"
 
 
@@ -107,9 +111,11 @@ def model_reads(func: Function, plan: LiftPlan) -> list[Var]:
 # Step 3: the transform function ---------------------------------------------------------------
 
 
-def build_transform(func: Function, plan: LiftPlan) -> Function:
+def build_transform(func: Function, plan: LiftPlan, consume_params: bool = False) -> Function:
     """The transform of `plan`; one passing every weight through in order returns its param
-    as it is, and one with no outputs an empty tuple (as TVM normalises both)."""
+    as it is, and one with no outputs an empty tuple (as TVM normalises both). With
+    `consume_params` each weight's slot of `params` is reset right after its one load, so the
+    weight is freed after its last use (see `runtime.tuple_reset`)."""
     sinfo = TupleStructInfo(tuple(_sinfo(w) for w in plan.weights))
     params = Var("params", sinfo)
     if not plan.lifted and list(plan.outputs) == list(plan.weights):
@@ -122,8 +128,14 @@ def build_transform(func: Function, plan: LiftPlan) -> Function:
     def load(weight: Var) -> None:
         if weight not in mutator.var_remap:
             local = DataflowVar(weight.name_hint, weight.struct_info)
-            bindings.append(VarBinding(local, TupleGetItem(params, plan.weights.index(weight))))
+            index = plan.weights.index(weight)
+            bindings.append(VarBinding(local, TupleGetItem(params, index)))
             mutator.var_remap[weight] = local
+            if consume_params:
+                reset = call_pure_packed(
+                    TUPLE_RESET, params, PrimValue(IntImm(index, "int32")), sinfo_args=UNIT
+                )
+                bindings.append(VarBinding(DataflowVar("_", UNIT), reset))
 
     for binding in func.bindings():
         if binding.var not in needed:

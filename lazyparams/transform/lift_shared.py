@@ -58,7 +58,9 @@ def shared_candidates(mod: IRModule, option: bool | tuple[str, ...], pass_name: 
     return sorted(set(option))
 
 
-def lift_shared(mod: IRModule, names: list[str], pass_name: str) -> IRModule:
+def lift_shared(
+    mod: IRModule, names: list[str], pass_name: str, consume_params: bool = False
+) -> IRModule:
     """`mod` with one `transform_params` for the functions `names` and each rebuilt on it."""
     if not names:
         return mod
@@ -76,7 +78,7 @@ def lift_shared(mod: IRModule, names: list[str], pass_name: str) -> IRModule:
     tokens = _output_tokens(funcs, plans, per_func)
     for plan, class_of in zip(plans, per_func, strict=True):
         plan.outputs = _outputs_of(plan, class_of, tokens)
-    transform = build_transform(funcs[0], plans[0])
+    transform = build_transform(funcs[0], plans[0], consume_params)
     if existing is not None:
         transform = compose(existing, transform)
     result = mod.with_function(SHARED_NAME, transform)

@@ -34,16 +34,26 @@ class LiftTransformParams(Pass):
     `shared_transform=False` (the default) gives each function its own transform;
     `shared_transform=True` one `transform_params` for every public function with `num_input`,
     and a list of names one for those functions only (the others are left alone).
+    `consume_params=True` (TVM's `relax.lift_transform_params.consume_params`) makes the
+    transform reset each slot of its `params` tuple after loading it, so that a weight is freed
+    after its last use rather than when the whole tuple dies.
     """
 
-    def __init__(self, shared_transform: bool | Sequence[str] = False) -> None:
+    def __init__(
+        self, shared_transform: bool | Sequence[str] = False, consume_params: bool = False
+    ) -> None:
         self.shared_transform = _shared_arg(shared_transform)
+        if not isinstance(consume_params, bool):
+            raise TransformError(
+                f"LiftTransformParams: expected consume_params to be a bool, got {consume_params!r}"
+            )
+        self.consume_params = consume_params
 
     def transform_module(self, mod: IRModule) -> IRModule:
         if self.shared_transform is False:
             return self._lift_each(mod)
         names = shared_candidates(mod, self.shared_transform, self.name)
-        return lift_shared(mod, names, self.name)
+        return lift_shared(mod, names, self.name, self.consume_params)
 
     def _lift_each(self, mod: IRModule) -> IRModule:
         result = mod
@@ -56,7 +66,7 @@ class LiftTransformParams(Pass):
             )
             if existing is not None and not plan.lifted and not plan.barriers:
                 continue
-            transform = build_transform(func, plan)
+            transform = build_transform(func, plan, self.consume_params)
             if existing is not None:
                 transform = compose(existing, transform)
             result = result.with_function(name + SUFFIX, transform)
@@ -64,7 +74,10 @@ class LiftTransformParams(Pass):
         return result
 
     def __repr__(self) -> str:
-        return f"{self.name}(shared_transform={self.shared_transform!r})"
+        return (
+            f"{self.name}(shared_transform={self.shared_transform!r}, "
+            f"consume_params={self.consume_params!r})"
+        )
 
 
 def _shared_arg(value: object) -> bool | tuple[str, ...]:
