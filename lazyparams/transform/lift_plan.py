@@ -44,6 +44,7 @@ from lazyparams.ir import (
 from lazyparams.ir.fresh_vars import with_fresh_prim_vars
 from lazyparams.ir.prim import IntImm, PrimVar
 from lazyparams.op import call_pure_packed
+from lazyparams.transform.lift_canonical import canonical
 from lazyparams.transform.util import is_op_call, prim_vars
 
 SUFFIX = "_transform_params"
@@ -111,11 +112,9 @@ def model_reads(func: Function, plan: LiftPlan) -> list[Var]:
 # Step 3: the transform function ---------------------------------------------------------------
 
 
-def build_transform(func: Function, plan: LiftPlan, consume_params: bool = False) -> Function:
+def build_transform(func: Function, plan: LiftPlan) -> Function:
     """The transform of `plan`; one passing every weight through in order returns its param
-    as it is, and one with no outputs an empty tuple (as TVM normalises both). With
-    `consume_params` each weight's slot of `params` is reset right after its one load, so the
-    weight is freed after its last use (see `runtime.tuple_reset`)."""
+    as it is, and one with no outputs an empty tuple (as TVM normalises both)."""
     sinfo = TupleStructInfo(tuple(_sinfo(w) for w in plan.weights))
     params = Var("params", sinfo)
     if not plan.lifted and list(plan.outputs) == list(plan.weights):
@@ -128,14 +127,8 @@ def build_transform(func: Function, plan: LiftPlan, consume_params: bool = False
     def load(weight: Var) -> None:
         if weight not in mutator.var_remap:
             local = DataflowVar(weight.name_hint, weight.struct_info)
-            index = plan.weights.index(weight)
-            bindings.append(VarBinding(local, TupleGetItem(params, index)))
+            bindings.append(VarBinding(local, TupleGetItem(params, plan.weights.index(weight))))
             mutator.var_remap[weight] = local
-            if consume_params:
-                reset = call_pure_packed(
-                    TUPLE_RESET, params, PrimValue(IntImm(index, "int32")), sinfo_args=UNIT
-                )
-                bindings.append(VarBinding(DataflowVar("_", UNIT), reset))
 
     for binding in func.bindings():
         if binding.var not in needed:
@@ -155,6 +148,26 @@ def build_transform(func: Function, plan: LiftPlan, consume_params: bool = False
     bindings.append(VarBinding(result, Tuple(fields)))
     body = SeqExpr((DataflowBlock(tuple(bindings)),), result)
     return with_fresh_prim_vars(Function((params,), body, ret, True, {"num_input": 0}))
+
+
+def with_resets(transform: Function) -> Function:
+    """`transform` resetting the slot of its tuple param right after each load of it, so a
+    weight is freed after its last use (`consume_params`; see `runtime.tuple_reset`)."""
+    params = transform.params[0]
+    blocks = []
+    for block in transform.body.blocks:
+        bindings: list[Binding] = []
+        for binding in block.bindings:
+            bindings.append(binding)
+            value = binding.value
+            if isinstance(value, TupleGetItem) and value.tuple_value is params:
+                index = PrimValue(IntImm(value.index, "int32"))
+                reset = call_pure_packed(TUPLE_RESET, params, index, sinfo_args=UNIT)
+                kind = DataflowVar if isinstance(block, DataflowBlock) else Var
+                bindings.append(VarBinding(kind("_", UNIT), reset))
+        blocks.append(type(block)(tuple(bindings)))
+    body = SeqExpr(tuple(blocks), transform.body.body)
+    return Function(transform.params, body, transform.ret_struct_info, True, transform.attrs)
 
 
 def _needed(func: Function, plan: LiftPlan) -> set[Var]:
@@ -212,6 +225,25 @@ def _rebuilt(binding: Binding, mutator: ExprMutator) -> Binding:
     if isinstance(binding, MatchCast):
         return MatchCast(binding.var, value, binding.struct_info)
     return VarBinding(binding.var, value)
+
+
+def finished(
+    func: Function, plan: LiftPlan, existing: Function | None, consume_params: bool
+) -> tuple[Function, Function]:
+    """(transform, model) of `plan`, cleaned up as TVM's pass leaves them (`lift_canonical`);
+    the transform runs after `existing` when there is one, and resets what it loads when
+    `consume_params`."""
+    transform = canonical(build_transform(func, plan), drop_unused=True)
+    if existing is not None:
+        transform = compose(existing, transform)
+    if consume_params:
+        transform = with_resets(transform)
+    return transform, finished_model(func, plan)
+
+
+def finished_model(func: Function, plan: LiftPlan) -> Function:
+    """The model function of `plan`, cleaned up as TVM's pass leaves it."""
+    return canonical(build_model(func, plan), drop_unused=False)
 
 
 def relax_function(mod: IRModule, name: str, pass_name: str) -> Function:

@@ -22,9 +22,8 @@ from lazyparams.ir.structural import structural_hash
 from lazyparams.transform.lift_plan import (
     SUFFIX,
     LiftPlan,
-    build_model,
-    build_transform,
-    compose,
+    finished,
+    finished_model,
     model_reads,
     plan_lift,
     relax_function,
@@ -78,12 +77,10 @@ def lift_shared(
     tokens = _output_tokens(funcs, plans, per_func)
     for plan, class_of in zip(plans, per_func, strict=True):
         plan.outputs = _outputs_of(plan, class_of, tokens)
-    transform = build_transform(funcs[0], plans[0], consume_params)
-    if existing is not None:
-        transform = compose(existing, transform)
+    transform, _ = finished(funcs[0], plans[0], existing, consume_params)
     result = mod.with_function(SHARED_NAME, transform)
     for name, func, plan in zip(names, funcs, plans, strict=True):
-        result = result.with_function(name, build_model(func, plan))
+        result = result.with_function(name, finished_model(func, plan))
     return result
 
 

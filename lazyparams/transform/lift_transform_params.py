@@ -16,14 +16,7 @@ from collections.abc import Sequence
 from lazyparams.errors import TransformError
 from lazyparams.ir import IRModule
 from lazyparams.transform.base import Pass
-from lazyparams.transform.lift_plan import (
-    SUFFIX,
-    build_model,
-    build_transform,
-    compose,
-    plan_lift,
-    relax_function,
-)
+from lazyparams.transform.lift_plan import SUFFIX, finished, plan_lift, relax_function
 from lazyparams.transform.lift_shared import SHARED_NAME, lift_shared, shared_candidates
 from lazyparams.transform.util import num_input
 
@@ -66,11 +59,9 @@ class LiftTransformParams(Pass):
             )
             if existing is not None and not plan.lifted and not plan.barriers:
                 continue
-            transform = build_transform(func, plan, self.consume_params)
-            if existing is not None:
-                transform = compose(existing, transform)
+            transform, model = finished(func, plan, existing, self.consume_params)
             result = result.with_function(name + SUFFIX, transform)
-            result = result.with_function(name, build_model(func, plan))
+            result = result.with_function(name, model)
         return result
 
     def __repr__(self) -> str:
