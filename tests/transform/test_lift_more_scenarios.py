@@ -20,6 +20,7 @@ def test_tuples_built_from_weights_lift_and_both_uses_become_params() -> None:
     """TVM's test_tuple: both uses stay params of the model; the transform folds the items of
     the tuples it builds into the weight itself (TVM loads params[0] twice, once per output;
     here it is loaded once, as every input is)."""
+
     @I.ir_module
     class Before:
         @R.function
