@@ -32,7 +32,7 @@ from lazyparams.runtime.kernels import KERNELS
 from lazyparams.runtime.tuple_reset import NAME as RESET
 from lazyparams.tir.kernel import PrimFuncKernel
 
-VM_OPS = ("call_tir", "vm.kill_object")
+VM_OPS = ("call_tir", "vm.kill_object", "call_pure_packed")
 """Ops the VM runs itself rather than through a kernel."""
 
 

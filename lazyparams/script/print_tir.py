@@ -7,6 +7,7 @@ Loop and block variables are named per scope, so sibling loops may both be `i`. 
 from __future__ import annotations
 
 from lazyparams.errors import LazyParamsError
+from lazyparams.ir.expr import PRIVATE
 from lazyparams.ir.prim import Add, IntImm, PrimExpr, PrimVar
 from lazyparams.script.print_prim import Names, PrimPrinter, prim_vars, quote, walk
 from lazyparams.script.print_relax import INDENT, attrs_lines, wrapped
@@ -54,9 +55,13 @@ class TirPrinter:
             self.names.define(var, var.name)
         params = [self._param(p) for p in func.params]
         decorator = self.spelling.prim_func
+        if func.attrs.get(PRIVATE) is True:
+            head, _, options = decorator.partition("(")
+            decorator = f"{head}(private=True{', ' + options if options else ')'}"
+        attrs = {k: v for k, v in func.attrs.items() if k != PRIVATE}
         self.lines += [decorator, *wrapped(f"def {self.name}(", params, "):", "")]
         self.lines += [f"{INDENT}{self.names[v]} = T.{v.dtype}()" for v in symbols]
-        self.lines += [INDENT + line for line in attrs_lines("T.func_attr", func.attrs, self.prim)]
+        self.lines += [INDENT + line for line in attrs_lines("T.func_attr", attrs, self.prim)]
         self.stmt(func.body, 1)
         return self.lines
 

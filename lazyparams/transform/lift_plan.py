@@ -32,6 +32,8 @@ from lazyparams.ir import (
     MatchCast,
     PrimValue,
     SeqExpr,
+    ShapeExpr,
+    ShapeStructInfo,
     StructInfo,
     Tuple,
     TupleGetItem,
@@ -45,7 +47,7 @@ from lazyparams.ir.fresh_vars import with_fresh_prim_vars
 from lazyparams.ir.prim import IntImm, PrimVar
 from lazyparams.op import call_pure_packed
 from lazyparams.transform.lift_canonical import canonical
-from lazyparams.transform.util import is_op_call, prim_vars
+from lazyparams.transform.util import definable_prim_vars, erase_dims, is_op_call, prim_vars
 
 SUFFIX = "_transform_params"
 TUPLE_RESET = "vm.builtin.tuple_reset_item"
@@ -63,6 +65,9 @@ class LiftPlan:
     weight_free: set[Var] = field(default_factory=set)
     barriers: dict[Var, Var] = field(default_factory=dict)
     outputs: list[Var] = field(default_factory=list)
+    propagated: list[PrimVar] = field(default_factory=list)
+    """Symbolic vars only the weights define that the model still needs: the transform returns
+    them first as `R.shape([...])`, the model takes that shape as a param (as TVM does)."""
 
 
 # Step 1-2: the plan --------------------------------------------------------------------------
@@ -71,8 +76,8 @@ class LiftPlan:
 def plan_lift(func: Function, first_weight: int) -> LiftPlan:
     plan = LiftPlan(func.params[first_weight:])
     known = set(plan.weights)
-    runtime_dims = set(prim_vars([p.struct_info for p in func.params[:first_weight]]))
-    weight_dims = set(prim_vars([w.struct_info for w in plan.weights]))
+    runtime_dims = set(definable_prim_vars(p.struct_info for p in func.params[:first_weight]))
+    weight_dims = set(definable_prim_vars(w.struct_info for w in plan.weights))
     for binding in func.bindings():
         reads = used_vars(binding.value)
         if is_op_call(binding.value, BARRIER) and reads and reads[0] in known | plan.lifted:
@@ -81,7 +86,21 @@ def plan_lift(func: Function, first_weight: int) -> LiftPlan:
             target = plan.weight_free if not set(reads) & (known | plan.lifted) else plan.lifted
             target.add(binding.var)
     plan.outputs = model_reads(func, plan)
+    plan.propagated = propagated_dims(func, plan)
     return plan
+
+
+def propagated_dims(func: Function, plan: LiftPlan) -> list[PrimVar]:
+    """`plan.propagated` for its outputs: the dims the weights define, the model reads, and
+    neither the runtime inputs nor the outputs' struct info define."""
+    first = len(func.params) - len(plan.weights)
+    kept = [b for b in func.bindings() if _stays(b, plan)]
+    needed = set(prim_vars([[b.value, b.var.struct_info] for b in kept]))
+    needed |= set(prim_vars([func.body.body, func.ret_struct_info]))
+    defined = definable_prim_vars(p.struct_info for p in func.params[:first])
+    defined += definable_prim_vars(v.struct_info for v in plan.outputs)
+    weight_dims = definable_prim_vars(w.struct_info for w in plan.weights)
+    return [v for v in weight_dims if v in needed and v not in defined]
 
 
 def _liftable(
@@ -115,9 +134,12 @@ def model_reads(func: Function, plan: LiftPlan) -> list[Var]:
 def build_transform(func: Function, plan: LiftPlan) -> Function:
     """The transform of `plan`; one passing every weight through in order returns its param
     as it is, and one with no outputs an empty tuple (as TVM normalises both)."""
-    sinfo = TupleStructInfo(tuple(_sinfo(w) for w in plan.weights))
+    # a dim the weights use but do not define (`m * n`) is unknown here: such shapes are erased
+    known = definable_prim_vars(_sinfo(w) for w in plan.weights)
+    loaded = {w: erase_dims(_sinfo(w), known) for w in plan.weights}
+    sinfo = TupleStructInfo(tuple(loaded.values()))
     params = Var("params", sinfo)
-    if not plan.lifted and list(plan.outputs) == list(plan.weights):
+    if not plan.lifted and not plan.propagated and list(plan.outputs) == list(plan.weights):
         body = SeqExpr((), params if plan.weights else Tuple(()))
         return with_fresh_prim_vars(Function((params,), body, sinfo, True, {"num_input": 0}))
     needed = _needed(func, plan)
@@ -126,7 +148,7 @@ def build_transform(func: Function, plan: LiftPlan) -> Function:
 
     def load(weight: Var) -> None:
         if weight not in mutator.var_remap:
-            local = DataflowVar(weight.name_hint, weight.struct_info)
+            local = DataflowVar(weight.name_hint, loaded[weight])
             bindings.append(VarBinding(local, TupleGetItem(params, plan.weights.index(weight))))
             mutator.var_remap[weight] = local
 
@@ -143,6 +165,8 @@ def build_transform(func: Function, plan: LiftPlan) -> Function:
         if var in plan.weights:
             load(var)
     fields = tuple(mutator.visit_expr(v) for v in plan.outputs)
+    if plan.propagated:
+        fields = (ShapeExpr(tuple(plan.propagated)), *fields)
     ret = TupleStructInfo(tuple(struct_info_of(f) for f in fields))
     result = Var("gv", ret)
     bindings.append(VarBinding(result, Tuple(fields)))
@@ -203,6 +227,9 @@ def build_model(func: Function, plan: LiftPlan) -> Function:
         param = var if var in plan.weights else Var(var.name_hint, var.struct_info)
         mutator.var_remap[var] = param
         new_params.append(param)
+    if plan.propagated:
+        dims = Var("vars_from_compile_time_params", ShapeStructInfo(tuple(plan.propagated)))
+        new_params.insert(0, dims)
     for barrier, operand in plan.barriers.items():
         mutator.var_remap[barrier] = mutator.var_remap[operand]
     blocks = []

@@ -26,6 +26,7 @@ from lazyparams.transform.lift_plan import (
     finished_model,
     model_reads,
     plan_lift,
+    propagated_dims,
     relax_function,
 )
 from lazyparams.transform.util import num_input
@@ -75,8 +76,9 @@ def lift_shared(
     if existing is not None and not any(p.lifted or p.barriers for p in plans):
         return mod
     tokens = _output_tokens(funcs, plans, per_func)
-    for plan, class_of in zip(plans, per_func, strict=True):
+    for name, func, plan, class_of in zip(names, funcs, plans, per_func, strict=True):
         plan.outputs = _outputs_of(plan, class_of, tokens)
+        _refuse_propagated(name, func, plan, pass_name)
     transform, _ = finished(funcs[0], plans[0], existing, consume_params)
     result = mod.with_function(SHARED_NAME, transform)
     for name, func, plan in zip(names, funcs, plans, strict=True):
@@ -179,6 +181,19 @@ def _check_same_weights(names: Sequence[str], plans: list[LiftPlan], pass_name: 
                     f"{weight.struct_info}, where {names[0]!r} takes {model.struct_info}; "
                     "expected the same shape and dtype"
                 )
+
+
+def _refuse_propagated(name: str, func: Function, plan: LiftPlan, pass_name: str) -> None:
+    """A model needing a dim only the weights define cannot share: each function would take
+    that dim from its own weights, and the shared transform returns one set of outputs."""
+    plan.propagated = propagated_dims(func, plan)
+    if plan.propagated:
+        dims = ", ".join(v.name for v in plan.propagated)
+        raise TransformError(
+            f"{pass_name}: shared_transform: function {name!r} needs the symbolic dims {dims} "
+            "at run time and only its weights define them; expected them defined by its "
+            "runtime inputs, or a transform of its own (shared_transform=False)"
+        )
 
 
 def _is_transform(name: str) -> bool:
