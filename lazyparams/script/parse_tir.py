@@ -64,6 +64,8 @@ class TirParser(PrimParser):
             raise self.src.error(node, f"function {node.name}: expected buffer parameters only")
         handles = {a.arg for a in node.args.args if self._is_handle(a.annotation)}
         scalars = {a.arg: self._scalar(a) for a in node.args.args if self._scalar_dtype(a)}
+        # the text's top-level `n = TypeVar("n")` (TVM 0.27 prints a PrimFunc's dims so too)
+        self.symbols.update({name: PrimVar(name, "int64") for name in self.src.module_dims})
         self.symbols.update(scalars)
         body = list(node.body)
         attrs: dict[str, Any] = {}
