@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from lazyparams.analysis.liveness import used_vars
 from lazyparams.errors import TransformError
 from lazyparams.ir import Expr, ExprMutator, Function, IRModule, Var, structural_equal
+from lazyparams.ir.describe import describe
 from lazyparams.ir.structural import structural_hash
 from lazyparams.transform.lift_plan import (
     SUFFIX,
@@ -165,22 +166,29 @@ def _token(var: Var, plan: LiftPlan, class_of: dict[Var, int]) -> Token:
 
 
 def _check_same_weights(names: Sequence[str], plans: list[LiftPlan], pass_name: str) -> None:
-    """Refuse functions whose weights differ in count, shape or dtype from the first one's."""
+    """Refuse functions whose weights differ in count, shape or dtype from the first one's,
+    naming the function, the param and the expected and actual struct info."""
     first = plans[0].weights
     for name, plan in zip(names[1:], plans[1:], strict=True):
         if len(plan.weights) != len(first):
             raise TransformError(
                 f"{pass_name}: shared_transform: function {name!r} takes {len(plan.weights)} "
-                f"weights and {names[0]!r} takes {len(first)}; expected the same weights in "
-                "every function sharing a transform"
+                f"weights ({_names(plan.weights)}) and {names[0]!r} takes {len(first)} "
+                f"({_names(first)}); expected the same weights in every function sharing a "
+                "transform"
             )
         for index, (weight, model) in enumerate(zip(plan.weights, first, strict=True)):
             if not structural_equal(weight.struct_info, model.struct_info, map_free_vars=True):
                 raise TransformError(
-                    f"{pass_name}: shared_transform: weight {index} of function {name!r} is "
-                    f"{weight.struct_info}, where {names[0]!r} takes {model.struct_info}; "
-                    "expected the same shape and dtype"
+                    f"{pass_name}: shared_transform: weight {index} ({weight.name_hint}) of "
+                    f"function {name!r} is {describe(weight.struct_info)}; expected "
+                    f"{describe(model.struct_info)}, as {names[0]!r} takes it "
+                    f"({model.name_hint}): the same shape and dtype in every function"
                 )
+
+
+def _names(weights: Sequence[Var]) -> str:
+    return ", ".join(w.name_hint for w in weights) or "none"
 
 
 def _refuse_propagated(name: str, func: Function, plan: LiftPlan, pass_name: str) -> None:
