@@ -17,9 +17,18 @@ from dataclasses import dataclass, field
 
 from lazyparams.analysis.liveness import used_vars
 from lazyparams.errors import TransformError
-from lazyparams.ir import Expr, ExprMutator, Function, IRModule, Var, structural_equal
+from lazyparams.ir import (
+    Expr,
+    ExprMutator,
+    Function,
+    IRModule,
+    Var,
+    struct_info_of,
+    structural_equal,
+)
 from lazyparams.ir.describe import describe
 from lazyparams.ir.structural import structural_hash
+from lazyparams.transform.lift_canonical import normalized
 from lazyparams.transform.lift_plan import (
     SUFFIX,
     LiftPlan,
@@ -65,7 +74,7 @@ def lift_shared(
     """`mod` with one `transform_params` for the functions `names` and each rebuilt on it."""
     if not names:
         return mod
-    funcs = [relax_function(mod, name, pass_name) for name in names]
+    funcs = [normalized(relax_function(mod, name, pass_name)) for name in names]
     plans = [plan_lift(f, num_input(f, n, pass_name)) for n, f in zip(names, funcs, strict=True)]
     _check_same_weights(names, plans, pass_name)
     classes = _Classes()
@@ -181,8 +190,8 @@ def _check_same_weights(names: Sequence[str], plans: list[LiftPlan], pass_name: 
             if not structural_equal(weight.struct_info, model.struct_info, map_free_vars=True):
                 raise TransformError(
                     f"{pass_name}: shared_transform: weight {index} ({weight.name_hint}) of "
-                    f"function {name!r} is {describe(weight.struct_info)}; expected "
-                    f"{describe(model.struct_info)}, as {names[0]!r} takes it "
+                    f"function {name!r} is {describe(struct_info_of(weight))}; expected "
+                    f"{describe(struct_info_of(model))}, as {names[0]!r} takes it "
                     f"({model.name_hint}): the same shape and dtype in every function"
                 )
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from lazyparams.errors import TransformError
 from lazyparams.ir import IRModule
 from lazyparams.transform.base import Pass
+from lazyparams.transform.lift_canonical import normalized
 from lazyparams.transform.lift_plan import SUFFIX, finished, plan_lift, relax_function
 from lazyparams.transform.lift_shared import SHARED_NAME, lift_shared, shared_candidates
 from lazyparams.transform.util import num_input
@@ -53,6 +54,7 @@ class LiftTransformParams(Pass):
         for name, func in mod.relax_functions():
             if "num_input" not in func.attrs or name.endswith(SUFFIX) or name == SHARED_NAME:
                 continue
+            func = normalized(func)
             plan = plan_lift(func, num_input(func, name, self.name))
             existing = (
                 relax_function(mod, name + SUFFIX, self.name) if name + SUFFIX in mod else None

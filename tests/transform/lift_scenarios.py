@@ -30,6 +30,23 @@ class Lora:
 
 
 @I.ir_module
+class LoraOutsideDataflow:
+    """TVM's test_lift_transform_is_idempotent module: the folding outside any dataflow block."""
+
+    @R.function
+    def main(
+        state: R.Tensor(["batch_size", 8], "float32"),
+        base: R.Tensor([8, 8], "float32"),
+        lora_a: R.Tensor([8, "lora_rank"], "float32"),
+        lora_b: R.Tensor(["lora_rank", 8], "float32"),
+    ):
+        R.func_attr({"num_input": 1})
+        folded = base + R.matmul(lora_a, lora_b)
+        output = R.matmul(state, folded)
+        return output
+
+
+@I.ir_module
 class SharedOnes:
     @R.function
     def main(a: R.Tensor([16], "int32"), b: R.Tensor([16], "int32")):
@@ -218,6 +235,7 @@ class ProductDim:
 
 SCENARIOS: dict[str, IRModule] = {
     "lora": Lora,
+    "lora_outside_dataflow": LoraOutsideDataflow,
     "shared_ones": SharedOnes,
     "tuples": Tuples,
     "barrier": Barrier,

@@ -141,7 +141,38 @@ class Specified:
         return y
 
 
+@I.ir_module
+class ExistingIdentity:
+    """test_lift_transform_when_one_already_exists: an identity transform is there already."""
+
+    @R.function
+    def main(
+        state: R.Tensor(["batch_size", 8], "float32"),
+        base: R.Tensor([8, 8], "float32"),
+        lora_a: R.Tensor([8, "lora_rank"], "float32"),
+        lora_b: R.Tensor(["lora_rank", 8], "float32"),
+    ):
+        R.func_attr({"num_input": 1})
+        with R.dataflow():
+            folded = R.add(base, R.matmul(lora_a, lora_b))
+            output = R.matmul(state, folded)
+            R.output(output)
+        return output
+
+    @R.function
+    def main_transform_params(
+        model_params: R.Tuple(
+            R.Tensor([8, 8], "float32"),
+            R.Tensor([8, "lora_rank"], "float32"),
+            R.Tensor(["lora_rank", 8], "float32"),
+        ),
+    ):
+        R.func_attr({"num_input": 0})
+        return model_params
+
+
 SHARED_SCENARIOS: dict[str, tuple[IRModule, Any]] = {
+    "existing_transform": (ExistingIdentity, False),
     "multiple_functions": (Multiple, False),
     "identical_transforms": (_two("12", "12", ("add", "multiply")), True),
     "different_binding_order": (_two("21", "12", ("add", "multiply")), True),
