@@ -224,6 +224,7 @@ def _lora() -> IRModule:
 def test_symbolic_dims_of_the_weights_lift_and_those_of_the_inputs_stay() -> None:
     """The nested matmul gets a binding of its own before lifting, as TVM's parser gives it,
     so its weights load first."""
+
     @I.ir_module
     class Expected:
         @R.function
