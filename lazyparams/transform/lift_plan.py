@@ -16,9 +16,11 @@ For one Relax function with `num_input` (its params after the first `num_input` 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from lazyparams.analysis.liveness import used_vars
+from lazyparams.analysis.memory_model import reset_slot
 from lazyparams.errors import TransformError
 from lazyparams.ir import (
     Binding,
@@ -174,24 +176,48 @@ def build_transform(func: Function, plan: LiftPlan) -> Function:
     return with_fresh_prim_vars(Function((params,), body, ret, True, {"num_input": 0}))
 
 
-def with_resets(transform: Function) -> Function:
-    """`transform` resetting the slot of its tuple param right after each load of it, so a
-    weight is freed after its last use (`consume_params`; see `runtime.tuple_reset`)."""
-    params = transform.params[0]
+def with_resets(transform: Function, tuples: Collection[Var] | None = None) -> Function:
+    """`transform` resetting the slot of its tuple param (or of each var in `tuples`) right
+    after each read of it, so a weight is freed after its last use (`consume_params`; see
+    `runtime.tuple_reset`)."""
+    targets = set(tuples) if tuples is not None else {transform.params[0]}
     blocks = []
     for block in transform.body.blocks:
         bindings: list[Binding] = []
         for binding in block.bindings:
             bindings.append(binding)
             value = binding.value
-            if isinstance(value, TupleGetItem) and value.tuple_value is params:
+            if isinstance(value, TupleGetItem) and value.tuple_value in targets:
                 index = PrimValue(IntImm(value.index, "int32"))
-                reset = call_pure_packed(TUPLE_RESET, params, index, sinfo_args=UNIT)
+                reset = call_pure_packed(TUPLE_RESET, value.tuple_value, index, sinfo_args=UNIT)
                 kind = DataflowVar if isinstance(block, DataflowBlock) else Var
                 bindings.append(VarBinding(kind("_", UNIT), reset))
         blocks.append(type(block)(tuple(bindings)))
     body = SeqExpr(tuple(blocks), transform.body.body)
-    return Function(transform.params, body, transform.ret_struct_info, True, transform.attrs)
+    return Function(
+        transform.params, body, transform.ret_struct_info, transform.is_pure, transform.attrs
+    )
+
+
+def without_resets(func: Function) -> tuple[Function, set[Var]]:
+    """`func` without its tuple_reset_item calls, and the tuples they reset: a pass that
+    reorders bindings takes them out and puts them back after each read (`with_resets`), as
+    nothing in the data flow keeps a reset after the read of its slot."""
+    reset: set[Var] = set()
+    blocks = []
+    for block in func.body.blocks:
+        kept = []
+        for binding in block.bindings:
+            slot = reset_slot(binding.value)
+            if slot is not None and isinstance(slot[0], Var):
+                reset.add(slot[0])
+            else:
+                kept.append(binding)
+        blocks.append(type(block)(tuple(kept)))
+    if not reset:
+        return func, reset
+    body = SeqExpr(tuple(blocks), func.body.body)
+    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs), reset
 
 
 def _needed(func: Function, plan: LiftPlan) -> set[Var]:

@@ -10,13 +10,22 @@ import pytest
 
 from lazyparams.analysis import estimate_peak_memory
 from lazyparams.errors import ParseError, RuntimeExecError, TransformError
-from lazyparams.ir import Function, IRModule
+from lazyparams.ir import (
+    Call,
+    Function,
+    IRModule,
+    PrimValue,
+    TupleGetItem,
+    assert_structural_equal,
+)
+from lazyparams.ir.op_registry import get_op
+from lazyparams.ir.prim import IntImm
 from lazyparams.runtime import VirtualMachine
 from lazyparams.script import ir as I
 from lazyparams.script import parse
 from lazyparams.script import relax as R
 from lazyparams.script import tir as T
-from lazyparams.transform import LiftTransformParams
+from lazyparams.transform import LazyTransformParams, LiftTransformParams, ScheduleForMemory
 from tests.transform.harness import assert_round_trip, check_pass
 from tests.transform.test_lift_transform_params import check_lifted
 
@@ -184,3 +193,31 @@ def test_call_pure_packed_of_a_user_extern_is_refused() -> None:
 def test_consume_params_must_be_a_bool() -> None:
     with pytest.raises(TransformError, match="expected consume_params to be a bool"):
         LiftTransformParams(consume_params="yes")  # type: ignore[arg-type]
+
+
+def test_scheduling_keeps_each_reset_after_the_read_of_its_slot() -> None:
+    """Nothing in the data flow ties a reset to its read; ScheduleForMemory takes the resets
+    out, orders the rest, and puts each back right after its read."""
+    before = _three_squares()
+    consumed = CONSUME(before)
+    scheduled = ScheduleForMemory()(consumed)
+    check_lifted(before, scheduled)
+    transform = scheduled["main_transform_params"]
+    assert isinstance(transform, Function)
+    bindings = transform.bindings()
+    for index, binding in enumerate(bindings):
+        if isinstance(binding.value, Call) and binding.value.op == get_op("call_pure_packed"):
+            read = bindings[index - 1].value
+            assert isinstance(read, TupleGetItem)
+            slot = binding.value.args[2]
+            assert isinstance(slot, PrimValue) and slot.value == IntImm(read.index, "int32")
+    vm = VirtualMachine(scheduled)
+    vm["main_transform_params"](tuple(np.full(64, i, "float32") for i in range(3)))
+    assert vm.stats.peak_bytes == estimate_peak_memory(transform).peak_bytes
+
+
+def test_the_lazy_pass_drops_the_resets_it_has_no_use_for() -> None:
+    before = _three_squares()
+    lazy = LazyTransformParams(strict=True)(CONSUME(before))
+    plain = LazyTransformParams(strict=True)(LiftTransformParams()(before))
+    assert_structural_equal(lazy, plain, map_free_vars=True)
