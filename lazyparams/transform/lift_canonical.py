@@ -1,6 +1,5 @@
 """The clean-up LiftTransformParams gives both functions it builds, as TVM's pass does.
 
-0. before lifting, nested calls get bindings of their own, as TVM's parser gives them;
 1. an item of a tuple the function builds itself is that field (`t = (w,); x = t[0]` reads w);
 2. a binding of one var to another of the same struct info goes, its uses read the other var;
    an output var of a dataflow block bound to a var of that block takes over that var's binding
@@ -28,44 +27,8 @@ from lazyparams.ir import (
     Var,
     VarBinding,
     is_pure_call,
-    struct_info_of,
     structural_equal,
 )
-
-
-def normalized(func: Function) -> Function:
-    """Step 0, on the function before lifting: a call or tuple item nested in a call or tuple
-    gets a binding of its own, inner first (as TVM's parser reads the script), so what a
-    nested operand loads is loaded where TVM loads it."""
-    blocks = []
-    for block in func.body.blocks:
-        var_kind = DataflowVar if isinstance(block, DataflowBlock) else Var
-        bindings: list[Binding] = []
-        for binding in block.bindings:
-            value = _flat(binding.value, bindings, var_kind, top=True)
-            if isinstance(binding, MatchCast):
-                bindings.append(MatchCast(binding.var, value, binding.struct_info))
-            else:
-                bindings.append(VarBinding(binding.var, value))
-        blocks.append(type(block)(tuple(bindings)))
-    body = SeqExpr(tuple(blocks), func.body.body)
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
-
-
-def _flat(expr: Expr, out: list[Binding], var_kind: type[Var], top: bool = False) -> Expr:
-    """`expr` with its nested calls and tuple items bound in `out` (the expression itself
-    stays when `top`)."""
-    if isinstance(expr, Call):
-        args = tuple(_flat(a, out, var_kind) for a in expr.args)
-        expr = Call(expr.op, args, expr.attrs, expr.sinfo_args) if args != expr.args else expr
-    elif isinstance(expr, Tuple):
-        fields = tuple(_flat(f, out, var_kind) for f in expr.fields)
-        expr = Tuple(fields) if fields != expr.fields else expr
-    if top or not isinstance(expr, Call | TupleGetItem):
-        return expr
-    var = var_kind("lv", struct_info_of(expr))
-    out.append(VarBinding(var, expr))
-    return var
 
 
 def canonical(func: Function, drop_unused: bool) -> Function:

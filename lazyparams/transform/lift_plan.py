@@ -7,11 +7,14 @@ For one Relax function with `num_input` (its params after the first `num_input` 
    is a barrier: its operand is lifted, the call and what follows it are not; a binding whose
    struct info needs a symbolic dim that only the runtime inputs define stays;
 2. the outputs are the weights the remaining model reads as they are (in param order), then the
-   lifted values it reads (in binding order);
+   lifted values it reads (in binding order); dims only the weights define that the model still
+   needs are returned before them as one `R.shape` (TVM's `vars_from_compile_time_params`);
 3. build the transform `(params: R.Tuple(weights))` (`num_input` 0), one dataflow block loading
    each weight at its first use and returning the outputs, with symbolic vars of its own;
-4. rebuild the model function on its runtime inputs and one param per output.
-`compose` chains an existing transform with a new one. Imports `ir`, `op` and `analysis`.
+4. rebuild the model function on its runtime inputs and one param per output;
+5. `finished`: both cleaned up (`lift_canonical`), the transform composed after an existing one
+   and, for `consume_params`, resetting each slot of `params` after its read (`with_resets`).
+Imports `ir`, `op` and `analysis`.
 """
 
 from __future__ import annotations

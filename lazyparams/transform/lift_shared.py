@@ -28,7 +28,6 @@ from lazyparams.ir import (
 )
 from lazyparams.ir.describe import describe
 from lazyparams.ir.structural import structural_hash
-from lazyparams.transform.lift_canonical import normalized
 from lazyparams.transform.lift_plan import (
     SUFFIX,
     LiftPlan,
@@ -74,7 +73,7 @@ def lift_shared(
     """`mod` with one `transform_params` for the functions `names` and each rebuilt on it."""
     if not names:
         return mod
-    funcs = [normalized(relax_function(mod, name, pass_name)) for name in names]
+    funcs = [relax_function(mod, name, pass_name) for name in names]
     plans = [plan_lift(f, num_input(f, n, pass_name)) for n, f in zip(names, funcs, strict=True)]
     _check_same_weights(names, plans, pass_name)
     classes = _Classes()

@@ -6,7 +6,9 @@ moves), or, with `shared_transform`, every selected function shares one `transfo
 holding the work they all do alike (see `lift_shared`). A function with nothing to lift still
 gets its transform (passing the weights it reads through), so a caller may always run one; once
 it has one, a function with nothing more to lift is left as it is, so the pass is idempotent,
-and more to lift is composed after the existing transform. Imports `ir`, `op` and `analysis`.
+and more to lift is composed after the existing transform. Both functions come out as TVM's
+pass leaves them: tuple items of known tuples folded, var-to-var bindings gone
+(`lift_canonical`). Imports `ir`, `op` and `analysis`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from collections.abc import Sequence
 from lazyparams.errors import TransformError
 from lazyparams.ir import IRModule
 from lazyparams.transform.base import Pass
-from lazyparams.transform.lift_canonical import normalized
 from lazyparams.transform.lift_plan import SUFFIX, finished, plan_lift, relax_function
 from lazyparams.transform.lift_shared import SHARED_NAME, lift_shared, shared_candidates
 from lazyparams.transform.util import num_input
@@ -54,7 +55,6 @@ class LiftTransformParams(Pass):
         for name, func in mod.relax_functions():
             if "num_input" not in func.attrs or name.endswith(SUFFIX) or name == SHARED_NAME:
                 continue
-            func = normalized(func)
             plan = plan_lift(func, num_input(func, name, self.name))
             existing = (
                 relax_function(mod, name + SUFFIX, self.name) if name + SUFFIX in mod else None
