@@ -59,7 +59,11 @@ def _takeovers(func: Function) -> dict[Var, Var]:
     for block in func.body.blocks:
         if not isinstance(block, DataflowBlock):
             continue
-        local = {b.var for b in block.bindings if isinstance(b.var, DataflowVar)}
+        local = {
+            b.var
+            for b in block.bindings
+            if isinstance(b.var, DataflowVar) and isinstance(b, VarBinding)
+        }
         for binding in block.bindings:
             value = binding.value
             if (
@@ -84,7 +88,7 @@ def _rebuilt(
     var = takeover or binding.var
     if takeover is not None:
         mutator.var_remap[binding.var] = takeover
-    elif isinstance(value, Var) and _same_sinfo(binding.var, value):
+    elif isinstance(value, Var) and _same_sinfo(binding.var, value) and _visible(binding, value):
         mutator.var_remap[binding.var] = value
         return None
     if isinstance(value, Tuple):
@@ -102,6 +106,12 @@ def _folded(value: Expr, tuples: dict[Var, Tuple]) -> Expr:
     ):
         value = tuples[value.tuple_value].fields[value.index]
     return value
+
+
+def _visible(binding: Binding, value: Var) -> bool:
+    """Whether `value` may stand for the binding's var wherever that is read: a block-local
+    var may not replace an output var of its block."""
+    return isinstance(binding.var, DataflowVar) or not isinstance(value, DataflowVar)
 
 
 def _same_sinfo(a: Var, b: Expr) -> bool:
