@@ -22,10 +22,14 @@ from lazyparams.script.parser import parse
 from lazyparams.transform import LiftTransformParams
 from tests.transform.lift_scenarios import SCENARIOS
 from tests.transform.lift_scenarios_shared import SHARED_SCENARIOS
-from tests.transform.test_lift_shared_transform import _pair
+from tests.transform.test_lift_shared_transform import _pair, _with_second
 
 SINGLE: dict[str, IRModule] = {**SCENARIOS, "pair": _pair(), "pair_fused": _pair("fused")}
+INCOMPATIBLE = {f"incompatible_{kind}": _with_second(kind) for kind in ("count", "shape", "dtype")}
+"""TVM's test_incompatible_*: functions whose weights differ may each have a transform, and
+neither side lets them share one."""
 CASES: list[tuple[str, Any]] = [(name, shared) for name in SINGLE for shared in (False, True)]
+CASES += [(name, False) for name in INCOMPATIBLE]
 CASES += [(name, False) for name in SHARED_SCENARIOS]
 CASES += [(name, shared) for name, (_, shared) in SHARED_SCENARIOS.items() if shared]
 
@@ -45,6 +49,8 @@ OUTSIDE_DATAFLOW = (
 DIFFERENT: dict[tuple[str, bool], str] = {
     ("lora_outside_dataflow", False): OUTSIDE_DATAFLOW,
     ("lora_outside_dataflow", True): OUTSIDE_DATAFLOW,
+    ("incompatible_shape", False): OUTSIDE_DATAFLOW,
+    ("incompatible_dtype", False): OUTSIDE_DATAFLOW,
     ("tuples", False): TUPLE_LOADS,
     ("tuples", True): TUPLE_LOADS,
     ("product_dim", False): PRODUCT_DIM,
@@ -70,6 +76,8 @@ def _tvm() -> Any:
 
 
 def _before(name: str) -> IRModule:
+    if name in INCOMPATIBLE:
+        return INCOMPATIBLE[name]
     return SINGLE[name] if name in SINGLE else SHARED_SCENARIOS[name][0]
 
 
@@ -146,3 +154,12 @@ def test_tvm_s_own_text_of_a_consuming_lift_loses_the_index_dtype() -> None:
     theirs = _tvm_lift(SCENARIOS["barrier"], False, True)
     with pytest.raises(ValueError, match="dtype"):
         tvm.ir.assert_structural_equal(from_source(theirs.script()), theirs)
+
+
+@pytest.mark.parametrize("scenario", sorted(INCOMPATIBLE))
+def test_functions_with_different_weights_share_a_transform_on_neither_side(scenario: str) -> None:
+    _tvm()
+    with pytest.raises(TransformError, match="shared_transform: .*expected"):
+        LiftTransformParams(shared_transform=True)(INCOMPATIBLE[scenario])
+    with pytest.raises(Exception, match="should be the same for all target functions"):
+        _tvm_lift(INCOMPATIBLE[scenario], True, False)
