@@ -159,7 +159,7 @@ def test_tvm_s_own_text_of_a_consuming_lift_loses_the_index_dtype() -> None:
 @pytest.mark.parametrize("scenario", sorted(INCOMPATIBLE))
 def test_functions_with_different_weights_share_a_transform_on_neither_side(scenario: str) -> None:
     _tvm()
-    with pytest.raises(TransformError, match="shared_transform: .*expected"):
+    with pytest.raises(TransformError, match=r"shared_transform: .*expected"):
         LiftTransformParams(shared_transform=True)(INCOMPATIBLE[scenario])
     with pytest.raises(Exception, match="should be the same for all target functions"):
         _tvm_lift(INCOMPATIBLE[scenario], True, False)
