@@ -19,6 +19,7 @@ from lazyparams.analysis.memory_model import (
     is_kill,
     is_sized,
     layout_buffers,
+    reset_slot,
 )
 from lazyparams.errors import StructInfoError, TransformError
 from lazyparams.ir import (
@@ -69,6 +70,7 @@ class _ModelBuilder:
         self.load_of: dict[Var, Var] = {}
         self.load_vars: dict[tuple[Var, int], Var] = {}
         self.inline_users: dict[int, set[int]] = {}
+        self.resets: dict[tuple[Var, int], int] = {}
         num_input = int(func.attrs.get("num_input", 0))
         self.weights = set(func.params[num_input:]) if as_lazy else set()
 
@@ -210,6 +212,10 @@ class _ModelBuilder:
     def _call_layout(self, binding: Binding, call: Call, index: int) -> Layout:
         if is_kill(call):
             return None
+        reset = reset_slot(call)
+        if reset is not None:
+            self._reset(reset, index)
+            return None
         if self._callee_name(call) in self.callees.handoff:
             for arg in call.args:
                 for buffer in layout_buffers(
@@ -224,6 +230,14 @@ class _ModelBuilder:
         if not is_sized(sinfo):
             sinfo = struct_info_of(call)
         return self._fresh(sinfo, binding.var.name_hint, index)
+
+    def _reset(self, reset: tuple[Expr, int], index: int) -> None:
+        """`tuple_reset_item(t, i)` at `index`: `t` holds the buffers of slot `i` no longer."""
+        target, slot = reset
+        layout = self.layouts.get(target) if isinstance(target, Var) else None
+        if isinstance(target, Var) and isinstance(layout, tuple) and 0 <= slot < len(layout):
+            for buffer in layout_buffers(layout[slot]):
+                self.resets[(target, buffer)] = index
 
     def _callee_name(self, call: Call) -> str | None:
         if isinstance(call.op, ExternFunc):
@@ -293,7 +307,10 @@ class _ModelBuilder:
         for buffer, vars_ in model.holders.items():
             for var in vars_:
                 model.pinned[buffer] |= var in result_uses
-                model.last_use[buffer] = max(model.last_use[buffer], last_of.get(var, -1))
+                last = last_of.get(var, -1)
+                if (var, buffer) in self.resets:  # held until just before the reset, as a kill
+                    last = min(last, self.resets[(var, buffer)] - 1)
+                model.last_use[buffer] = max(model.last_use[buffer], last)
         for buffer, users in self.inline_users.items():
             model.last_use[buffer] = max(model.last_use[buffer], *users)
 

@@ -1,8 +1,9 @@
 """The buffer model under memory prediction: which binding creates which bytes, who reads them.
 
 A computed value or a loaded input owns new buffers, while a var, tuple or tuple item only
-aliases buffers that exist; a buffer is held until every var holding it is dead or it is
-handed to a sink. `memory_builder` builds the model; the estimate and the scheduler read it.
+aliases buffers that exist; a buffer is held until every var holding it is dead (or has had
+its slot reset by `vm.builtin.tuple_reset_item`) or it is handed to a sink. `memory_builder`
+builds the model; the estimate and the scheduler read it.
 Imports `ir` only.
 """
 
@@ -16,7 +17,9 @@ from lazyparams.ir import (
     Binding,
     Call,
     Expr,
+    ExternFunc,
     Op,
+    PrimValue,
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
@@ -34,6 +37,24 @@ KILL_OP = "vm.kill_object"
 def is_kill(expr: Expr) -> bool:
     """Whether `expr` is a `R.vm.kill_object(...)` call: it frees, it computes nothing."""
     return isinstance(expr, Call) and isinstance(expr.op, Op) and expr.op.name == KILL_OP
+
+
+def reset_slot(expr: Expr) -> tuple[Expr, int] | None:
+    """(tuple, index) when `expr` is `R.call_pure_packed("vm.builtin.tuple_reset_item", t, i)`:
+    from then on `t` no longer holds its slot `i`."""
+    if not (isinstance(expr, Call) and isinstance(expr.op, Op)):
+        return None
+    if expr.op.name != "call_pure_packed" or len(expr.args) != 3:
+        return None
+    callee, target, index = expr.args
+    is_reset = isinstance(callee, ExternFunc) and callee.global_symbol == TUPLE_RESET
+    if not is_reset or not isinstance(index, PrimValue):
+        return None
+    value = index.value
+    return (target, value.value) if isinstance(value, prim.IntImm) else None
+
+
+TUPLE_RESET = "vm.builtin.tuple_reset_item"
 
 
 _PRIM_EVAL: dict[type[prim.BinaryOp], Callable[[int, int], int]] = {

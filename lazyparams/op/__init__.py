@@ -15,7 +15,13 @@ from lazyparams.op.base import (
     typed_call,
 )
 from lazyparams.op.binary import add, broadcast_shapes, divide, matmul, multiply, subtract
-from lazyparams.op.builtin import call_packed, call_tir, kill_object, stop_lift_params
+from lazyparams.op.builtin import (
+    call_packed,
+    call_pure_packed,
+    call_tir,
+    kill_object,
+    stop_lift_params,
+)
 from lazyparams.op.create import const, ones, prim_value, zeros
 from lazyparams.op.describe import describe, show_dim
 from lazyparams.op.dims import dims_equal
@@ -33,6 +39,7 @@ __all__ = [
     "broadcast_shapes",
     "call_op_name",
     "call_packed",
+    "call_pure_packed",
     "call_tir",
     "concat",
     "const",

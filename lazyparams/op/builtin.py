@@ -1,9 +1,10 @@
 """Calls that leave the op world: call_tir, vm.kill_object, the builtin.stop_lift_params
-barrier, and extern calls (call_packed).
+barrier, and extern calls (call_packed, call_pure_packed).
 
 `call_tir` has two operands, the PrimFunc's GlobalVar and a tuple of arguments; its
 `out_sinfo` is not an attr but the call's `sinfo_args` (one struct info per output; several
-make the result a tuple). `call_packed` is no op at all: it is a Call of an `ExternFunc`.
+make the result a tuple). `call_packed` is no op at all: it is a Call of an `ExternFunc`;
+`call_pure_packed` is the op whose first operand is the `ExternFunc`, declared pure.
 Imports `ir` only.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from lazyparams.ir.describe import describe
 from lazyparams.ir.expr import Call, Expr, ExternFunc, GlobalVar, Tuple
 from lazyparams.ir.infer import struct_info_of
-from lazyparams.ir.op_registry import OpParam
+from lazyparams.ir.op_registry import OpParam, get_op
 from lazyparams.ir.struct_info import (
     ObjectStructInfo,
     PrimStructInfo,
@@ -127,6 +128,43 @@ def call_packed(
     return Call(ExternFunc(name), tuple(args), {}, sinfo)
 
 
+# call_pure_packed ---------------------------------------------------------------------------
+
+PURE_EXTERNS = frozenset({"vm.builtin.tuple_reset_item"})
+"""The externs a `call_pure_packed` may call: those whose purity the VM itself guarantees."""
+
+
+def _infer_call_pure_packed(call: Call) -> StructInfo:
+    """The declared `sinfo_args`: one struct info, or a tuple of several."""
+    func = call.args[0] if call.args else None
+    if not isinstance(func, ExternFunc):
+        fail("call_pure_packed", "expected an extern function name as first operand")
+    if not call.sinfo_args:
+        fail("call_pure_packed", "expected sinfo_args, got none")
+    if len(call.sinfo_args) == 1:
+        return call.sinfo_args[0]
+    return TupleStructInfo(call.sinfo_args)
+
+
+def call_pure_packed(name: str, *args: Expr, sinfo_args: StructInfo | Sequence[StructInfo]) -> Call:
+    """`R.call_pure_packed("name", *args, sinfo_args=...)`: an extern call declared pure, so it
+    may sit in a dataflow block (TVM's spelling of `vm.builtin.tuple_reset_item`).
+
+    Only the VM's own builtins (`PURE_EXTERNS`) are accepted: a user extern's purity is not
+    something the compiler can take on trust.
+    """
+    if name not in PURE_EXTERNS:
+        fail(
+            "call_pure_packed",
+            f"expected one of the VM's pure builtins ({', '.join(sorted(PURE_EXTERNS))}), "
+            f"got {name!r}; call other externs with R.call_packed in an impure function",
+        )
+    base = call_packed(name, *args, sinfo_args=sinfo_args)
+    call = Call(get_op("call_pure_packed"), (base.op, *base.args), {}, base.sinfo_args)
+    _infer_call_pure_packed(call)
+    return call
+
+
 register(
     OpDef(
         "call_tir",
@@ -139,4 +177,5 @@ register(
     ),
     OpDef("vm.kill_object", (OpParam("x", "expr"),), _infer_kill_object, pure=False),
     OpDef("builtin.stop_lift_params", (OpParam("x", "expr"),), _infer_stop_lift_params),
+    OpDef("call_pure_packed", (OpParam("func", "expr"),), _infer_call_pure_packed),
 )

@@ -14,6 +14,7 @@ from lazyparams.ir.describe import describe
 from lazyparams.ir.expr import (
     Call,
     Expr,
+    ExternFunc,
     Function,
     GlobalVar,
     Op,
@@ -28,9 +29,10 @@ from lazyparams.ir.module import IRModule
 from lazyparams.ir.prim import IntImm
 from lazyparams.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from lazyparams.runtime.kernels import KERNELS
+from lazyparams.runtime.tuple_reset import NAME as RESET
 from lazyparams.tir.kernel import PrimFuncKernel
 
-VM_OPS = ("call_tir", "vm.kill_object")
+VM_OPS = ("call_tir", "vm.kill_object", "call_pure_packed")
 """Ops the VM runs itself rather than through a kernel."""
 
 
@@ -79,6 +81,10 @@ class _Checker(ExprVisitor):
             elif call.op.name == "vm.kill_object":
                 if len(call.args) != 1 or not isinstance(call.args[0], Var):
                     self.fail("kill_object expected one var, got something else")
+            elif call.op.name == "call_pure_packed":
+                callee = call.args[0] if call.args else None
+                if not (isinstance(callee, ExternFunc) and callee.global_symbol == RESET):
+                    self.fail(f"call_pure_packed expected {RESET}, got {name_of(callee)}")
             elif call.op.name not in KERNELS:
                 self.fail(f"R.{call.op.name} expected an op with a numpy kernel, got none")
         super().visit_call_(call)

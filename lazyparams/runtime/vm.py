@@ -47,6 +47,7 @@ from lazyparams.runtime.kernels import run_kernel
 from lazyparams.runtime.memory import MemoryMeter, MemoryStats
 from lazyparams.runtime.pool import BUFFERS
 from lazyparams.runtime.registry import get_global_func
+from lazyparams.runtime.tuple_reset import ReleasedSlot, reset_item
 from lazyparams.runtime.values import Symbols, describe_value, match_value, scalar, shape_of
 from lazyparams.tir.kernel import PrimFuncKernel, compile_prim_func
 from lazyparams.tir.nodes import PrimFunc
@@ -332,7 +333,10 @@ class VirtualMachine:
                 f"{where}: [{expr.index}] expected a tuple of more than {expr.index} values, "
                 f"got {describe_value(value)}"
             )
-        return value[expr.index]
+        item = value[expr.index]
+        if isinstance(item, ReleasedSlot):
+            raise item.read_error(where)
+        return item
 
     def _call_global(self, name: str, *args: Any) -> Any:
         if name in self._prims:
@@ -376,6 +380,9 @@ class VirtualMachine:
             return self._kill(frame, call, where)
         if name == "call_tir":
             return self._call_tir(frame, call, where)
+        if name == "call_pure_packed":  # check_function admits only tuple_reset_item
+            index = self._eval(frame, call.args[2], where) if len(call.args) > 2 else -1
+            return reset_item(frame, call, int(index), frame.meter.release, where)
         operands = [self._eval(frame, a, where) for a in call.args]
         try:
             return run_kernel(name, operands, self._attrs(frame, call, name))

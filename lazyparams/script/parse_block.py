@@ -31,8 +31,8 @@ class BlockParts:
         self.parser = parser
         self.src = parser.src
         self.iter_vars: list[IterVar] = []
-        self.reads: tuple[BufferRegion, ...] = ()
-        self.writes: tuple[BufferRegion, ...] = ()
+        self.reads: tuple[BufferRegion, ...] | None = None  # None: not written, inferred
+        self.writes: tuple[BufferRegion, ...] | None = None
         self.init: Stmt | None = None
 
     def take(self, stmt: ast.stmt) -> bool:

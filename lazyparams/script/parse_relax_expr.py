@@ -34,7 +34,7 @@ from lazyparams.ir.struct_info import (
     StructInfo,
     TupleStructInfo,
 )
-from lazyparams.op import SINFO_ARG_KEYWORDS, const, describe, make_call
+from lazyparams.op import SINFO_ARG_KEYWORDS, call_pure_packed, const, describe, make_call
 from lazyparams.script.parse_prim import SymParser, dtype_arg, literal, number
 from lazyparams.script.parse_sinfo import SInfoParser, bool_arg
 from lazyparams.script.source import Source, bind_call, show
@@ -52,8 +52,6 @@ _STATEMENT_ONLY = {
 }
 
 _UNSUPPORTED = {
-    "R.call_pure_packed": "a packed call declared pure has no meaning here (an extern's purity "
-    "is not overridden); expected R.call_packed(...) in a function with pure=False",
     "R.memory": "explicit storage (R.memory.*) belongs to modules lowered for TVM's VM; "
     "lazyparams' VM allocates by itself; expected the module before memory planning",
     "R.assert_op": "runtime assertions are not supported; expected the module without them "
@@ -100,6 +98,7 @@ class RelaxExprParser:
         self.module_names: set[str] = {module.class_name} if module else set()
         self._leaves: dict[str, Callable[[ast.Call], Expr]] = {
             "R.call_packed": self._call_packed,
+            "R.call_pure_packed": self._call_pure_packed,
             "R.const": self._const,
             "R.prim_value": self._prim_value,
             "R.str": self._str,
@@ -295,6 +294,15 @@ class RelaxExprParser:
         sinfo = self._sinfo_keyword(node, "R.call_packed", (ObjectStructInfo(),))
         args = tuple(self.extern_operand(a) for a in node.args[1:])
         return Call(ExternFunc(node.args[0].value), args, {}, sinfo)
+
+    def _call_pure_packed(self, node: ast.Call) -> Call:
+        """`R.call_pure_packed("vm.builtin.tuple_reset_item", t, i, sinfo_args=...)`."""
+        plain = self._call_packed(node)
+        assert isinstance(plain.op, ExternFunc)
+        name = plain.op.global_symbol
+        return self.checked(
+            node, lambda: call_pure_packed(name, *plain.args, sinfo_args=plain.sinfo_args)
+        )
 
     def _const(self, node: ast.Call) -> Expr:
         args = bind_call(self.src, node, ["value", "dtype"], required=["value"], what="R.const")

@@ -7,8 +7,10 @@ to the whole function. Imports `ir`, `tir` and the script's parsing helpers.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Any, Literal
 
+from lazyparams.errors import ParseError
 from lazyparams.ir.dtype import is_dtype, is_int
 from lazyparams.ir.prim import IntImm, PrimExpr, PrimVar, StringImm, Sub
 from lazyparams.script.parse_block import BlockParts
@@ -29,6 +31,7 @@ from lazyparams.tir.nodes import (
     SeqStmt,
     Stmt,
 )
+from lazyparams.tir.regions import infer_regions
 
 _LOOP_KINDS: dict[str, Literal["serial", "parallel", "vectorized", "unrolled"]] = {
     "range": "serial",
@@ -61,6 +64,8 @@ class TirParser(PrimParser):
             raise self.src.error(node, f"function {node.name}: expected buffer parameters only")
         handles = {a.arg for a in node.args.args if self._is_handle(a.annotation)}
         scalars = {a.arg: self._scalar(a) for a in node.args.args if self._scalar_dtype(a)}
+        # the text's top-level `n = TypeVar("n")` (TVM 0.27 prints a PrimFunc's dims so too)
+        self.symbols.update({name: PrimVar(name, "int64") for name in self.src.module_dims})
         self.symbols.update(scalars)
         body = list(node.body)
         attrs: dict[str, Any] = {}
@@ -337,8 +342,24 @@ class TirParser(PrimParser):
     def _block_body(self, label: str, body: list[ast.stmt]) -> Block:
         parts = BlockParts(self)
         rest = [s for s in body if not parts.take(s)]
-        return Block(
-            label, tuple(parts.iter_vars), parts.reads, parts.writes, self.stmts(rest), parts.init
+        block = Block(
+            label,
+            tuple(parts.iter_vars),
+            parts.reads or (),
+            parts.writes or (),
+            self.stmts(rest),
+            parts.init,
+        )
+        if parts.reads is not None and parts.writes is not None:
+            return block
+        try:  # as TVMScript: a region left out is the union of the body's accesses
+            reads, writes = infer_regions(block)
+        except ParseError as err:
+            raise self.src.error(body[0], err.reason) from None
+        return replace(
+            block,
+            reads=reads if parts.reads is None else parts.reads,
+            writes=writes if parts.writes is None else parts.writes,
         )
 
     def region(self, node: ast.expr) -> BufferRegion:

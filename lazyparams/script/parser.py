@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from lazyparams.errors import ParseError
@@ -156,7 +157,10 @@ def parse_function_node(
     name = src.callee(deco) if isinstance(deco, ast.Call) else src.qualname(deco)
     if name == "T.prim_func":
         _decorator_options(src, deco, name)
-        return parse_prim_func(src, node)
+        prim_func = parse_prim_func(src, node)
+        if not _is_private(src, deco):
+            return prim_func
+        return replace(prim_func, attrs={**prim_func.attrs, PRIVATE: True})
     if name == "R.function":
         is_pure = _decorator_options(src, deco, name)
         func = parse_relax_function(src, node, module, is_pure)
@@ -167,14 +171,15 @@ def parse_function_node(
 
 
 def _is_private(src: Source, deco: ast.expr) -> bool:
-    """`private=` of `@R.function(private=True)`: the function is not public."""
+    """`private=` of `@R.function(private=True)` or `@T.prim_func(private=True)`: the
+    function is not public."""
     options = {kw.arg: kw.value for kw in deco.keywords} if isinstance(deco, ast.Call) else {}
     return bool_arg(src, options.get("private"), "@R.function private", False)
 
 
 def _decorator_options(src: Source, deco: ast.expr, name: str) -> bool:
     """`pure=` of `@R.function(pure=False)`, checking the other options; a Relax function's
-    `private=` is read by `_is_private`, a PrimFunc's has no effect here."""
+    and a PrimFunc's `private=` are read by `_is_private`."""
     if not isinstance(deco, ast.Call):
         return True
     names = ["pure", "private"] if name == "R.function" else ["private", "s_tir"]

@@ -332,6 +332,14 @@ class RelaxPrinter:
         args = [self.expr(a) for a in call.args]
         sinfo = ", ".join(self.body_sinfo(s) for s in call.sinfo_args)
         sinfo_tuple = f"({sinfo},)" if len(call.sinfo_args) == 1 else f"({sinfo})"
+        pure_extern = isinstance(call.op, Op) and call.op.name == "call_pure_packed"
+        if pure_extern and call.args and isinstance(call.args[0], ExternFunc):
+            operands = args[1:]
+            return "R.call_pure_packed", [
+                quote(call.args[0].global_symbol),
+                *operands,
+                f"{self.spelling.sinfo_args}={sinfo_tuple}",
+            ]
         if isinstance(call.op, Op):
             return f"R.{call.op.name}", self._op_parts(call, args)
         if isinstance(call.op, ExternFunc):

@@ -7,6 +7,7 @@ Loop and block variables are named per scope, so sibling loops may both be `i`. 
 from __future__ import annotations
 
 from lazyparams.errors import LazyParamsError
+from lazyparams.ir.expr import PRIVATE
 from lazyparams.ir.prim import Add, IntImm, PrimExpr, PrimVar
 from lazyparams.script.print_prim import Names, PrimPrinter, prim_vars, quote, walk
 from lazyparams.script.print_relax import INDENT, attrs_lines, wrapped
@@ -54,9 +55,14 @@ class TirPrinter:
             self.names.define(var, var.name)
         params = [self._param(p) for p in func.params]
         decorator = self.spelling.prim_func
+        if func.attrs.get(PRIVATE) is True:
+            head, _, options = decorator.partition("(")
+            decorator = f"{head}(private=True{', ' + options if options else ')'}"
+        attrs = {k: v for k, v in func.attrs.items() if k != PRIVATE}
         self.lines += [decorator, *wrapped(f"def {self.name}(", params, "):", "")]
         self.lines += [f"{INDENT}{self.names[v]} = T.{v.dtype}()" for v in symbols]
-        self.lines += [INDENT + line for line in attrs_lines("T.func_attr", func.attrs, self.prim)]
+        self.lines += [INDENT + line for line in self._matched_buffers()]
+        self.lines += [INDENT + line for line in attrs_lines("T.func_attr", attrs, self.prim)]
         self.stmt(func.body, 1)
         return self.lines
 
@@ -64,9 +70,26 @@ class TirPrinter:
         """`A: T.Buffer((3,), "float32")`, or `n: T.int64` for a scalar param."""
         if isinstance(param, PrimVar):
             return f"{self.names.define(param, param.name)}: T.{param.dtype}"
+        if self._as_handle(param):
+            return f"var_{self.names.define(param, param.name)}: T.handle"
         return (
             f"{self.names.define(param, param.name)}: {self._buffer_type(param.shape, param.dtype)}"
         )
+
+    def _as_handle(self, param: Buffer | PrimVar) -> bool:
+        symbolic = not all(_is_plain_int(d) for d in getattr(param, "shape", ()))
+        return self.spelling.buffer_handles and isinstance(param, Buffer) and symbolic
+
+    def _matched_buffers(self) -> list[str]:
+        """`A = T.match_buffer(var_A, (n, 4), "float32")` for each buffer passed as a handle."""
+        lines = []
+        for param in self.func.params:
+            if isinstance(param, Buffer) and self._as_handle(param):
+                dims = ", ".join(self.prim(d) for d in param.shape)
+                shape = f"({dims},)" if len(param.shape) == 1 else f"({dims})"
+                name = self.names[param]
+                lines.append(f"{name} = T.match_buffer(var_{name}, {shape}, {quote(param.dtype)})")
+        return lines
 
     def _buffer_type(self, shape: tuple[PrimExpr, ...], dtype: str) -> str:
         dims = [self.prim(d) if _is_plain_int(d) else quote(self.prim(d)) for d in shape]

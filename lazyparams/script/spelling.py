@@ -25,6 +25,9 @@ class Spelling:
     empty_regions: bool
     tir_vars: bool
     """Whether `R.call_tir` has `tir_vars=` (TVM 0.27 passes ints among the operands)."""
+    buffer_handles: bool = False
+    """Whether a PrimFunc buffer of symbolic shape is a `T.handle` param and a `T.match_buffer`
+    (TVM 0.27 reads a quoted dim of `T.Buffer` as an int32 var, unlike the declared int64)."""
 
 
 SEED = Spelling(
@@ -47,6 +50,7 @@ TVM = Spelling(
     out_sinfo="out_ty",
     empty_regions=False,
     tir_vars=False,
+    buffer_handles=True,
 )
 
 FLAVORS = {"lazyparams": SEED, "tvm": TVM}

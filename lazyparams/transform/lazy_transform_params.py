@@ -35,6 +35,7 @@ from lazyparams.transform.base import Pass
 from lazyparams.transform.kill_plan import insert_kills, plan_kills
 from lazyparams.transform.lazy_inputs import weight_inputs
 from lazyparams.transform.lazy_rewrite import CallStyle, LazyStyle, rewrite_lazy
+from lazyparams.transform.lift_plan import without_resets
 from lazyparams.transform.to_non_dataflow import to_non_dataflow
 from lazyparams.transform.util import func_names_arg, num_input, prim_vars, select_functions
 
@@ -83,6 +84,7 @@ class LazyTransformParams(Pass):
         for position, name in enumerate(select_functions(mod, self.func_names, self.name)):
             func = mod[name]
             assert isinstance(func, Function)
+            func, _ = without_resets(func)  # the lazy form frees each load after its last use
             # a var is a param of one function only: later functions get copies of the extras
             copies = {
                 v: v if position == 0 else Var(v.name_hint, v.struct_info) for v in self._extras()

@@ -7,18 +7,23 @@ For one Relax function with `num_input` (its params after the first `num_input` 
    is a barrier: its operand is lifted, the call and what follows it are not; a binding whose
    struct info needs a symbolic dim that only the runtime inputs define stays;
 2. the outputs are the weights the remaining model reads as they are (in param order), then the
-   lifted values it reads (in binding order);
+   lifted values it reads (in binding order); dims only the weights define that the model still
+   needs are returned before them as one `R.shape` (TVM's `vars_from_compile_time_params`);
 3. build the transform `(params: R.Tuple(weights))` (`num_input` 0), one dataflow block loading
    each weight at its first use and returning the outputs, with symbolic vars of its own;
-4. rebuild the model function on its runtime inputs and one param per output.
-`compose` chains an existing transform with a new one. Imports `ir`, `op` and `analysis`.
+4. rebuild the model function on its runtime inputs and one param per output;
+5. `finished`: both cleaned up (`lift_canonical`), the transform composed after an existing one
+   and, for `consume_params`, resetting each slot of `params` after its read (`with_resets`).
+Imports `ir`, `op` and `analysis`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from lazyparams.analysis.liveness import used_vars
+from lazyparams.analysis.memory_model import reset_slot
 from lazyparams.errors import TransformError
 from lazyparams.ir import (
     Binding,
@@ -31,7 +36,10 @@ from lazyparams.ir import (
     If,
     IRModule,
     MatchCast,
+    PrimValue,
     SeqExpr,
+    ShapeExpr,
+    ShapeStructInfo,
     StructInfo,
     Tuple,
     TupleGetItem,
@@ -42,10 +50,14 @@ from lazyparams.ir import (
     struct_info_of,
 )
 from lazyparams.ir.fresh_vars import with_fresh_prim_vars
-from lazyparams.ir.prim import PrimVar
-from lazyparams.transform.util import is_op_call, prim_vars
+from lazyparams.ir.prim import IntImm, PrimVar
+from lazyparams.op import call_pure_packed
+from lazyparams.transform.lift_canonical import canonical
+from lazyparams.transform.util import definable_prim_vars, erase_dims, is_op_call, prim_vars
 
 SUFFIX = "_transform_params"
+TUPLE_RESET = "vm.builtin.tuple_reset_item"
+UNIT = TupleStructInfo(())
 BARRIER = "builtin.stop_lift_params"
 
 
@@ -59,6 +71,9 @@ class LiftPlan:
     weight_free: set[Var] = field(default_factory=set)
     barriers: dict[Var, Var] = field(default_factory=dict)
     outputs: list[Var] = field(default_factory=list)
+    propagated: list[PrimVar] = field(default_factory=list)
+    """Symbolic vars only the weights define that the model still needs: the transform returns
+    them first as `R.shape([...])`, the model takes that shape as a param (as TVM does)."""
 
 
 # Step 1-2: the plan --------------------------------------------------------------------------
@@ -67,8 +82,8 @@ class LiftPlan:
 def plan_lift(func: Function, first_weight: int) -> LiftPlan:
     plan = LiftPlan(func.params[first_weight:])
     known = set(plan.weights)
-    runtime_dims = set(prim_vars([p.struct_info for p in func.params[:first_weight]]))
-    weight_dims = set(prim_vars([w.struct_info for w in plan.weights]))
+    runtime_dims = set(definable_prim_vars(p.struct_info for p in func.params[:first_weight]))
+    weight_dims = set(definable_prim_vars(w.struct_info for w in plan.weights))
     for binding in func.bindings():
         reads = used_vars(binding.value)
         if is_op_call(binding.value, BARRIER) and reads and reads[0] in known | plan.lifted:
@@ -77,7 +92,21 @@ def plan_lift(func: Function, first_weight: int) -> LiftPlan:
             target = plan.weight_free if not set(reads) & (known | plan.lifted) else plan.lifted
             target.add(binding.var)
     plan.outputs = model_reads(func, plan)
+    plan.propagated = propagated_dims(func, plan)
     return plan
+
+
+def propagated_dims(func: Function, plan: LiftPlan) -> list[PrimVar]:
+    """`plan.propagated` for its outputs: the dims the weights define, the model reads, and
+    neither the runtime inputs nor the outputs' struct info define."""
+    first = len(func.params) - len(plan.weights)
+    kept = [b for b in func.bindings() if _stays(b, plan)]
+    needed = set(prim_vars([[b.value, b.var.struct_info] for b in kept]))
+    needed |= set(prim_vars([func.body.body, func.ret_struct_info]))
+    defined = definable_prim_vars(p.struct_info for p in func.params[:first])
+    defined += definable_prim_vars(v.struct_info for v in plan.outputs)
+    weight_dims = definable_prim_vars(w.struct_info for w in plan.weights)
+    return [v for v in weight_dims if v in needed and v not in defined]
 
 
 def _liftable(
@@ -114,9 +143,12 @@ def model_reads(func: Function, plan: LiftPlan) -> list[Var]:
 def build_transform(func: Function, plan: LiftPlan) -> Function:
     """The transform of `plan`; one passing every weight through in order returns its param
     as it is, and one with no outputs an empty tuple (as TVM normalises both)."""
-    sinfo = TupleStructInfo(tuple(_sinfo(w) for w in plan.weights))
+    # a dim the weights use but do not define (`m * n`) is unknown here: such shapes are erased
+    known = definable_prim_vars(_sinfo(w) for w in plan.weights)
+    loaded = {w: erase_dims(_sinfo(w), known) for w in plan.weights}
+    sinfo = TupleStructInfo(tuple(loaded.values()))
     params = Var("params", sinfo)
-    if not plan.lifted and list(plan.outputs) == list(plan.weights):
+    if not plan.lifted and not plan.propagated and list(plan.outputs) == list(plan.weights):
         body = SeqExpr((), params if plan.weights else Tuple(()))
         return with_fresh_prim_vars(Function((params,), body, sinfo, True, {"num_input": 0}))
     needed = _needed(func, plan)
@@ -125,7 +157,7 @@ def build_transform(func: Function, plan: LiftPlan) -> Function:
 
     def load(weight: Var) -> None:
         if weight not in mutator.var_remap:
-            local = DataflowVar(weight.name_hint, weight.struct_info)
+            local = DataflowVar(weight.name_hint, loaded[weight])
             bindings.append(VarBinding(local, TupleGetItem(params, plan.weights.index(weight))))
             mutator.var_remap[weight] = local
 
@@ -142,11 +174,57 @@ def build_transform(func: Function, plan: LiftPlan) -> Function:
         if var in plan.weights:
             load(var)
     fields = tuple(mutator.visit_expr(v) for v in plan.outputs)
+    if plan.propagated:
+        fields = (ShapeExpr(tuple(plan.propagated)), *fields)
     ret = TupleStructInfo(tuple(struct_info_of(f) for f in fields))
     result = Var("gv", ret)
     bindings.append(VarBinding(result, Tuple(fields)))
     body = SeqExpr((DataflowBlock(tuple(bindings)),), result)
     return with_fresh_prim_vars(Function((params,), body, ret, True, {"num_input": 0}))
+
+
+def with_resets(transform: Function, tuples: Collection[Var] | None = None) -> Function:
+    """`transform` resetting the slot of its tuple param (or of each var in `tuples`) right
+    after each read of it, so a weight is freed after its last use (`consume_params`; see
+    `runtime.tuple_reset`)."""
+    targets = set(tuples) if tuples is not None else {transform.params[0]}
+    blocks = []
+    for block in transform.body.blocks:
+        bindings: list[Binding] = []
+        for binding in block.bindings:
+            bindings.append(binding)
+            value = binding.value
+            if isinstance(value, TupleGetItem) and value.tuple_value in targets:
+                index = PrimValue(IntImm(value.index, "int32"))
+                reset = call_pure_packed(TUPLE_RESET, value.tuple_value, index, sinfo_args=UNIT)
+                kind = DataflowVar if isinstance(block, DataflowBlock) else Var
+                bindings.append(VarBinding(kind("_", UNIT), reset))
+        blocks.append(type(block)(tuple(bindings)))
+    body = SeqExpr(tuple(blocks), transform.body.body)
+    return Function(
+        transform.params, body, transform.ret_struct_info, transform.is_pure, transform.attrs
+    )
+
+
+def without_resets(func: Function) -> tuple[Function, set[Var]]:
+    """`func` without its tuple_reset_item calls, and the tuples they reset: a pass that
+    reorders bindings takes them out and puts them back after each read (`with_resets`), as
+    nothing in the data flow keeps a reset after the read of its slot."""
+    reset: set[Var] = set()
+    blocks = []
+    for block in func.body.blocks:
+        kept = []
+        for binding in block.bindings:
+            slot = reset_slot(binding.value)
+            if slot is not None and isinstance(slot[0], Var):
+                reset.add(slot[0])
+            else:
+                kept.append(binding)
+        blocks.append(type(block)(tuple(kept)))
+    if not reset:
+        return func, reset
+    body = SeqExpr(tuple(blocks), func.body.body)
+    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs), reset
 
 
 def _needed(func: Function, plan: LiftPlan) -> set[Var]:
@@ -182,6 +260,9 @@ def build_model(func: Function, plan: LiftPlan) -> Function:
         param = var if var in plan.weights else Var(var.name_hint, var.struct_info)
         mutator.var_remap[var] = param
         new_params.append(param)
+    if plan.propagated:
+        dims = Var("vars_from_compile_time_params", ShapeStructInfo(tuple(plan.propagated)))
+        new_params.insert(0, dims)
     for barrier, operand in plan.barriers.items():
         mutator.var_remap[barrier] = mutator.var_remap[operand]
     blocks = []
@@ -204,6 +285,25 @@ def _rebuilt(binding: Binding, mutator: ExprMutator) -> Binding:
     if isinstance(binding, MatchCast):
         return MatchCast(binding.var, value, binding.struct_info)
     return VarBinding(binding.var, value)
+
+
+def finished(
+    func: Function, plan: LiftPlan, existing: Function | None, consume_params: bool
+) -> tuple[Function, Function]:
+    """(transform, model) of `plan`, cleaned up as TVM's pass leaves them (`lift_canonical`);
+    the transform runs after `existing` when there is one, and resets what it loads when
+    `consume_params`."""
+    transform = canonical(build_transform(func, plan), drop_unused=True)
+    if existing is not None:
+        transform = compose(existing, transform)
+    if consume_params:
+        transform = with_resets(transform)
+    return transform, finished_model(func, plan)
+
+
+def finished_model(func: Function, plan: LiftPlan) -> Function:
+    """The model function of `plan`, cleaned up as TVM's pass leaves it."""
+    return canonical(build_model(func, plan), drop_unused=False)
 
 
 def relax_function(mod: IRModule, name: str, pass_name: str) -> Function:

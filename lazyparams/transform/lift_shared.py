@@ -17,16 +17,25 @@ from dataclasses import dataclass, field
 
 from lazyparams.analysis.liveness import used_vars
 from lazyparams.errors import TransformError
-from lazyparams.ir import Expr, ExprMutator, Function, IRModule, Var, structural_equal
+from lazyparams.ir import (
+    Expr,
+    ExprMutator,
+    Function,
+    IRModule,
+    Var,
+    struct_info_of,
+    structural_equal,
+)
+from lazyparams.ir.describe import describe
 from lazyparams.ir.structural import structural_hash
 from lazyparams.transform.lift_plan import (
     SUFFIX,
     LiftPlan,
-    build_model,
-    build_transform,
-    compose,
+    finished,
+    finished_model,
     model_reads,
     plan_lift,
+    propagated_dims,
     relax_function,
 )
 from lazyparams.transform.util import num_input
@@ -58,7 +67,9 @@ def shared_candidates(mod: IRModule, option: bool | tuple[str, ...], pass_name: 
     return sorted(set(option))
 
 
-def lift_shared(mod: IRModule, names: list[str], pass_name: str) -> IRModule:
+def lift_shared(
+    mod: IRModule, names: list[str], pass_name: str, consume_params: bool = False
+) -> IRModule:
     """`mod` with one `transform_params` for the functions `names` and each rebuilt on it."""
     if not names:
         return mod
@@ -74,14 +85,13 @@ def lift_shared(mod: IRModule, names: list[str], pass_name: str) -> IRModule:
     if existing is not None and not any(p.lifted or p.barriers for p in plans):
         return mod
     tokens = _output_tokens(funcs, plans, per_func)
-    for plan, class_of in zip(plans, per_func, strict=True):
+    for name, func, plan, class_of in zip(names, funcs, plans, per_func, strict=True):
         plan.outputs = _outputs_of(plan, class_of, tokens)
-    transform = build_transform(funcs[0], plans[0])
-    if existing is not None:
-        transform = compose(existing, transform)
+        _refuse_propagated(name, func, plan, pass_name)
+    transform, _ = finished(funcs[0], plans[0], existing, consume_params)
     result = mod.with_function(SHARED_NAME, transform)
     for name, func, plan in zip(names, funcs, plans, strict=True):
-        result = result.with_function(name, build_model(func, plan))
+        result = result.with_function(name, finished_model(func, plan))
     return result
 
 
@@ -164,22 +174,42 @@ def _token(var: Var, plan: LiftPlan, class_of: dict[Var, int]) -> Token:
 
 
 def _check_same_weights(names: Sequence[str], plans: list[LiftPlan], pass_name: str) -> None:
-    """Refuse functions whose weights differ in count, shape or dtype from the first one's."""
+    """Refuse functions whose weights differ in count, shape or dtype from the first one's,
+    naming the function, the param and the expected and actual struct info."""
     first = plans[0].weights
     for name, plan in zip(names[1:], plans[1:], strict=True):
         if len(plan.weights) != len(first):
             raise TransformError(
                 f"{pass_name}: shared_transform: function {name!r} takes {len(plan.weights)} "
-                f"weights and {names[0]!r} takes {len(first)}; expected the same weights in "
-                "every function sharing a transform"
+                f"weights ({_names(plan.weights)}) and {names[0]!r} takes {len(first)} "
+                f"({_names(first)}); expected the same weights in every function sharing a "
+                "transform"
             )
         for index, (weight, model) in enumerate(zip(plan.weights, first, strict=True)):
             if not structural_equal(weight.struct_info, model.struct_info, map_free_vars=True):
                 raise TransformError(
-                    f"{pass_name}: shared_transform: weight {index} of function {name!r} is "
-                    f"{weight.struct_info}, where {names[0]!r} takes {model.struct_info}; "
-                    "expected the same shape and dtype"
+                    f"{pass_name}: shared_transform: weight {index} ({weight.name_hint}) of "
+                    f"function {name!r} is {describe(struct_info_of(weight))}; expected "
+                    f"{describe(struct_info_of(model))}, as {names[0]!r} takes it "
+                    f"({model.name_hint}): the same shape and dtype in every function"
                 )
+
+
+def _names(weights: Sequence[Var]) -> str:
+    return ", ".join(w.name_hint for w in weights) or "none"
+
+
+def _refuse_propagated(name: str, func: Function, plan: LiftPlan, pass_name: str) -> None:
+    """A model needing a dim only the weights define cannot share: each function would take
+    that dim from its own weights, and the shared transform returns one set of outputs."""
+    plan.propagated = propagated_dims(func, plan)
+    if plan.propagated:
+        dims = ", ".join(v.name for v in plan.propagated)
+        raise TransformError(
+            f"{pass_name}: shared_transform: function {name!r} needs the symbolic dims {dims} "
+            "at run time and only its weights define them; expected them defined by its "
+            "runtime inputs, or a transform of its own (shared_transform=False)"
+        )
 
 
 def _is_transform(name: str) -> bool:

@@ -33,6 +33,7 @@ from lazyparams.ir import (
 )
 from lazyparams.ir.prim import PrimVar
 from lazyparams.transform.base import NamedFunctionPass
+from lazyparams.transform.lift_plan import with_resets, without_resets
 from lazyparams.transform.util import prim_vars
 
 EXACT_LIMIT = 12
@@ -62,7 +63,16 @@ class ScheduleForMemory(NamedFunctionPass):
 
 
 def schedule_function(func: Function, sizes: Mapping[str, int] | None = None) -> Function:
-    """`func` with repeated loads merged and every block reordered for the lowest lazy peak."""
+    """`func` with repeated loads merged and every block reordered for the lowest lazy peak;
+    a `tuple_reset_item` (LiftTransformParams' consume_params) follows its slot's read again."""
+    stripped, reset = without_resets(func)
+    scheduled = _schedule(stripped, sizes)
+    if not reset:
+        return scheduled
+    return func if scheduled is stripped else with_resets(scheduled, reset)
+
+
+def _schedule(func: Function, sizes: Mapping[str, int] | None) -> Function:
     func = merge_repeated_loads(func)
     model = _lazy_model(func, sizes or {})
     deps = _dependencies(model, func)

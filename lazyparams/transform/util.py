@@ -23,6 +23,7 @@ from lazyparams.ir import (
     ObjectStructInfo,
     Op,
     PrimStructInfo,
+    ShapeStructInfo,
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
@@ -133,6 +134,25 @@ def _collect_prim_vars(obj: Any, found: dict[PrimVar, None]) -> None:
     elif isinstance(obj, tuple | list):
         for item in obj:
             _collect_prim_vars(item, found)
+
+
+def definable_prim_vars(sinfos: Iterable[StructInfo | None]) -> list[PrimVar]:
+    """The symbolic vars a value of one of `sinfos` defines when matched: those standing alone
+    as a tensor dim, a shape value or a prim value (`m * n` uses m and n, defines neither)."""
+    found: dict[PrimVar, None] = {}
+    for sinfo in sinfos:
+        if isinstance(sinfo, TensorStructInfo):
+            dims: tuple[PrimExpr, ...] = sinfo.shape or ()
+        elif isinstance(sinfo, ShapeStructInfo):
+            dims = sinfo.values or ()
+        elif isinstance(sinfo, PrimStructInfo):
+            dims = (sinfo.value,) if sinfo.value is not None else ()
+        elif isinstance(sinfo, TupleStructInfo):
+            dims = tuple(definable_prim_vars(sinfo.fields))
+        else:
+            dims = ()
+        found.update(dict.fromkeys(d for d in dims if isinstance(d, PrimVar)))
+    return list(found)
 
 
 def erase_dims(sinfo: StructInfo, keep: Iterable[PrimVar]) -> StructInfo:

@@ -242,7 +242,7 @@ def test_assume_inbound_is_read_and_the_slice_clamps_either_way() -> None:
     [
         (
             'y = R.call_pure_packed("f", x, sinfo_args=R.Object)',
-            "R.call_pure_packed is not supported: a packed call declared pure",
+            "R.call_pure_packed: expected one of the VM's pure builtins",
         ),
         (
             'y = R.memory.alloc_storage(R.shape([4]), 0, "global", "float32")',

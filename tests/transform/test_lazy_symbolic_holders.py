@@ -46,7 +46,7 @@ class Expected:
         output: R.Tuple(R.Object) = (lv,)
         return output
 
-    @T.prim_func
+    @T.prim_func(private=True)
     def slice_buffer(
         Input: T.Buffer((16, 16), "float32"),
         slice_index: T.int64,

@@ -350,9 +350,17 @@ def _with_second(params: str) -> IRModule:
 @pytest.mark.parametrize(
     ("kind", "expected"),
     [
-        ("count", "'func_b' takes 1 weights and 'func_a' takes 2"),
-        ("shape", "weight 1 of function 'func_b' is .*expected the same shape and dtype"),
-        ("dtype", "weight 1 of function 'func_b' is .*float16"),
+        ("count", r"function 'func_b' takes 1 weights \(w1\) and 'func_a' takes 2 \(w1, w2\)"),
+        (
+            "shape",
+            r"weight 1 \(w2\) of function 'func_b' is R.Tensor\(\(2, 4\), \"float32\"\); "
+            r"expected R.Tensor\(\(4, 4\), \"float32\"\), as 'func_a' takes it \(w2\)",
+        ),
+        (
+            "dtype",
+            r"weight 1 \(w2\) of function 'func_b' is R.Tensor\(\(4, 4\), \"float16\"\); "
+            r"expected R.Tensor\(\(4, 4\), \"float32\"\)",
+        ),
     ],
 )
 def test_functions_with_different_weights_cannot_share(kind: str, expected: str) -> None:
