@@ -277,7 +277,7 @@ def _value(sinfo: StructInfo | None, rng: np.random.Generator) -> Any:
         SIZES["m"] * SIZES["n"] if not isinstance(d, IntImm | PrimVar) else _dim(d)
         for d in sinfo.shape
     )
-    return (rng.standard_normal(shape) * 4).astype(sinfo.dtype)
+    return np.asarray(rng.standard_normal(shape) * 4).astype(sinfo.dtype)  # 0-d: an array
 
 
 def _run_both(before: IRModule, after: IRModule, name: str, transform: str) -> None:
