@@ -24,6 +24,7 @@ from lazyparams.ir.expr import (
 )
 from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.prim import PrimVar
+from lazyparams.ir.struct_info import PrimStructInfo
 from lazyparams.script.parse_if import parse_if
 from lazyparams.script.parse_prim import literal
 from lazyparams.script.parse_relax_expr import ModuleContext, RelaxExprParser
@@ -132,8 +133,23 @@ class FunctionParser(RelaxExprParser):
             raise self.src.error(
                 arg, f"parameter {arg.arg}: expected unique parameter names, got a repeat"
             )
-        var = self.vars[arg.arg] = Var(arg.arg, self.sinfo.parse(arg.annotation))
+        sinfo = self._named_prim(arg.arg, arg.annotation) or self.sinfo.parse(arg.annotation)
+        var = self.vars[arg.arg] = Var(arg.arg, sinfo)
         return var
+
+    def _named_prim(self, name: str, annotation: ast.expr) -> PrimStructInfo | None:
+        """`extent: T.int64`, a param or binding of a bare integer dtype whose name is no declared
+        symbolic var: TVM's print of a prim value that defines the symbolic var of its own name
+        (`R.Prim(value=extent)`), which later shapes such as `R.Tensor((extent,))` use."""
+        name_of = self.src.qualname(annotation) or ""
+        dtype = name_of[2:]
+        if (
+            not (name_of.startswith("T.") and is_dtype(dtype) and is_int(dtype))
+            or name in self.symbols
+        ):
+            return None
+        self.symbols[name] = PrimVar(name, dtype)
+        return PrimStructInfo(dtype, self.symbols[name])
 
     # Statements ----------------------------------------------------------------------------
 
@@ -190,11 +206,14 @@ class FunctionParser(RelaxExprParser):
     def _bind(
         self, name: str, annotation: ast.expr | None, value: ast.expr, outputs: set[str] | None
     ) -> None:
-        declared = self.sinfo.parse(annotation) if annotation is not None else None
+        defines = self._named_prim(name, annotation) if annotation is not None else None
+        declared = defines or (self.sinfo.parse(annotation) if annotation is not None else None)
         is_dataflow = outputs is not None and name not in outputs
         cls = DataflowVar if is_dataflow else Var
         binding: Binding
-        if self.src.callee(value) == "R.match_cast":
+        if defines is not None:  # `n: T.int64 = v` binds the symbolic var n: a checked cast
+            binding = MatchCast(cls(name, defines), self.expr(value), defines)
+        elif self.src.callee(value) == "R.match_cast":
             assert isinstance(value, ast.Call)
             args = bind_call(
                 self.src,

@@ -73,6 +73,12 @@ class Names:
         name = self._names[obj] = self._table.fresh(identifier(hint))
         return name
 
+    def share(self, obj: object, other: object) -> str:
+        """Give `obj` the name `other` already has (a prim param and the symbolic var it
+        defines, printed as one name)."""
+        name = self._names[obj] = self._names[other]
+        return name
+
     def __getitem__(self, obj: object) -> str:
         """The name of `obj`; a var used without a definition is named at its first use."""
         if obj not in self._names:

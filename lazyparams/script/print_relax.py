@@ -38,7 +38,7 @@ from lazyparams.ir.expr import (
     Var,
 )
 from lazyparams.ir.op_registry import op_info
-from lazyparams.ir.prim import IntImm, PrimExpr
+from lazyparams.ir.prim import IntImm, PrimExpr, PrimVar
 from lazyparams.ir.struct_info import (
     FuncStructInfo,
     ObjectStructInfo,
@@ -125,18 +125,29 @@ def attrs_lines(call: str, attrs: Mapping[str, Any], prim: Callable[[PrimExpr], 
     return lines
 
 
-def sinfo_text(sinfo: StructInfo, dim: Callable[[PrimExpr], str], obj: str = "R.Object") -> str:
-    """Struct info in the script spelling; `dim` spells each dim, `obj` the opaque object."""
+def sinfo_text(
+    sinfo: StructInfo,
+    dim: Callable[[PrimExpr], str],
+    obj: str = "R.Object",
+    prim_values: bool = True,
+) -> str:
+    """Struct info in the script spelling; `dim` spells each dim, `obj` the opaque object;
+    without `prim_values`, a prim is its dtype alone (TVM 0.27's `R.Prim` takes no value)."""
+
+    def inner(field: StructInfo) -> str:
+        return sinfo_text(field, dim, obj, prim_values)
+
     if isinstance(sinfo, TensorStructInfo):
         return _tensor_text(sinfo, dim)
     if isinstance(sinfo, TupleStructInfo):
         if not sinfo.fields:
             return "R.Tuple"
-        return f"R.Tuple({', '.join(sinfo_text(f, dim, obj) for f in sinfo.fields)})"
+        return f"R.Tuple({', '.join(inner(f) for f in sinfo.fields)})"
     if isinstance(sinfo, ObjectStructInfo):
         return obj
     if isinstance(sinfo, PrimStructInfo):
-        value = "" if sinfo.value is None else f", value={dim(sinfo.value)}"
+        known = prim_values and sinfo.value is not None
+        value = f", value={dim(sinfo.value)}" if known else ""  # type: ignore[arg-type]
         return f"R.Prim({quote(sinfo.dtype)}{value})"
     if isinstance(sinfo, ShapeStructInfo):
         if sinfo.values is not None:
@@ -144,12 +155,10 @@ def sinfo_text(sinfo: StructInfo, dim: Callable[[PrimExpr], str], obj: str = "R.
         return "R.Shape" if sinfo.ndim == -1 else f"R.Shape(ndim={sinfo.ndim})"
     if isinstance(sinfo, FuncStructInfo):
         params = (
-            "None"
-            if sinfo.params is None
-            else f"[{', '.join(sinfo_text(p, dim, obj) for p in sinfo.params)}]"
+            "None" if sinfo.params is None else f"[{', '.join(inner(p) for p in sinfo.params)}]"
         )
         purity = "" if sinfo.purity else ", purity=False"
-        return f"R.Callable({params}, {sinfo_text(sinfo.ret, dim, obj)}{purity})"
+        return f"R.Callable({params}, {inner(sinfo.ret)}{purity})"
     raise LazyParamsError(
         f"cannot print struct info {type(sinfo).__name__}; expected a node of ir.struct_info"
     )
@@ -200,6 +209,7 @@ class RelaxPrinter:
         self.names = Names(("R", "T", "I", "cls", module_name))
         self.prim = PrimPrinter(self.names)
         self.lines: list[str] = []
+        self.prim_casts: dict[Var, PrimVar] = {}
 
     def print(self) -> list[str]:
         """Step 1 names, 2 header, 3 declarations, 4 blocks, 5 return."""
@@ -207,9 +217,9 @@ class RelaxPrinter:
         symbols = prim_vars(func)
         for var in symbols:
             self.names.define(var, var.name)
-        params = [
-            f"{self.names.define(p, p.name_hint)}: {self.sig(p.struct_info)}" for p in func.params
-        ]
+        defining = self._defining_prim_params() if self.spelling.prim_params else {}
+        params = [self._param(p, defining.get(p)) for p in func.params]
+        self.prim_casts = self._defining_prim_casts(defining) if self.spelling.prim_params else {}
         self.lines.append(_decorator(func))
         header = wrapped(f"def {self.name}(", params, f") -> {self.sig(func.ret_struct_info)}:", "")
         fields = _tuple_fields(func.ret_struct_info, self.sig)
@@ -217,7 +227,8 @@ class RelaxPrinter:
             opening = header[-1][: -len(f"{self.sig(func.ret_struct_info)}:")]
             header[-1:] = wrapped(f"{opening}R.Tuple(", fields, "):", "")
         self.lines += header
-        body = [f"{self.names[v]} = T.{v.dtype}()" for v in symbols]
+        defined = set(defining.values()) | set(self.prim_casts.values())
+        body = [f"{self.names[v]} = T.{v.dtype}()" for v in symbols if v not in defined]
         attrs = {k: v for k, v in func.attrs.items() if k != PRIVATE or v is not True}
         body += attrs_lines("R.func_attr", attrs, self.prim)
         if any(isinstance(n, GlobalVar) for n in walk(func.body)):
@@ -228,9 +239,44 @@ class RelaxPrinter:
         self.lines.append(f"{INDENT}return {self.expr(func.body.body)}")
         return self.lines
 
+    def _param(self, param: Var, defines: PrimVar | None) -> str:
+        """`name: sinfo`; a prim param that defines a symbolic var takes that var's name."""
+        if defines is None:
+            return f"{self.names.define(param, param.name_hint)}: {self.sig(param.struct_info)}"
+        return f"{self.names.share(param, defines)}: T.{defines.dtype}"
+
+    def _defining_prim_params(self) -> dict[Var, PrimVar]:
+        """The params of `R.Prim(value=n)` that first define `n` (no earlier param names it)."""
+        defining: dict[Var, PrimVar] = {}
+        seen: set[PrimVar] = set()
+        for param in self.func.params:
+            sinfo = param.struct_info
+            value = sinfo.value if isinstance(sinfo, PrimStructInfo) else None
+            dtype = sinfo.dtype if isinstance(sinfo, PrimStructInfo) else None
+            if isinstance(value, PrimVar) and value not in seen and value.dtype == dtype:
+                defining[param] = value
+            seen.update(prim_vars(sinfo))
+        return defining
+
+    def _defining_prim_casts(self, params: dict[Var, PrimVar]) -> dict[Var, PrimVar]:
+        """The top-level casts to `R.Prim(value=n)` that define `n`, printed as TVM 0.27 writes
+        them: `n: T.int64 = value`."""
+        seen = {v for p in self.func.params for v in prim_vars(p.struct_info)}
+        casts: dict[Var, PrimVar] = {}
+        for block in self.func.body.blocks:
+            for b in block.bindings:
+                sinfo = b.struct_info if isinstance(b, MatchCast) else None
+                value = sinfo.value if isinstance(sinfo, PrimStructInfo) else None
+                if isinstance(value, PrimVar) and value not in seen:
+                    casts[b.var] = value
+                seen.update(prim_vars(b.var.struct_info))
+        return casts
+
     def sig(self, sinfo: StructInfo | None) -> str:
         """Struct info of the signature: non-constant dims as "strings"."""
-        return sinfo_text(sinfo or ObjectStructInfo(), self._sig_dim, self.spelling.object)
+        return sinfo_text(
+            sinfo or ObjectStructInfo(), self._sig_dim, self.spelling.object, self._prim_values
+        )
 
     def _sig_dim(self, dim: PrimExpr) -> str:
         text = self.prim(dim)
@@ -238,7 +284,13 @@ class RelaxPrinter:
 
     def body_sinfo(self, sinfo: StructInfo | None) -> str:
         """Struct info inside the body, where symbolic dims are declared names."""
-        return sinfo_text(sinfo or ObjectStructInfo(), self.prim, self.spelling.object)
+        return sinfo_text(
+            sinfo or ObjectStructInfo(), self.prim, self.spelling.object, self._prim_values
+        )
+
+    @property
+    def _prim_values(self) -> bool:
+        return not self.spelling.prim_params
 
     def _block(self, block: BindingBlock, indent: str = INDENT) -> None:
         if not isinstance(block, DataflowBlock):
@@ -272,6 +324,10 @@ class RelaxPrinter:
         """`name: sinfo = value`; a long line wraps the value's arguments, or a tuple sinfo."""
         if isinstance(binding.value, If):
             return self._if(binding, indent)
+        defines = self.prim_casts.get(binding.var)
+        if defines is not None:
+            name = self.names.share(binding.var, defines)
+            return [f"{indent}{name}: T.{defines.dtype} = {self.expr(binding.value)}"]
         name = self.names.define(binding.var, binding.var.name_hint)
         sinfo = binding.var.struct_info
         head, parts = self._value_parts(binding)

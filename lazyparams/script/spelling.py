@@ -28,6 +28,9 @@ class Spelling:
     buffer_handles: bool = False
     """Whether a PrimFunc buffer of symbolic shape is a `T.handle` param and a `T.match_buffer`
     (TVM 0.27 reads a quoted dim of `T.Buffer` as an int32 var, unlike the declared int64)."""
+    prim_params: bool = False
+    """Whether a prim value is written as its dtype (`T.int64`), a param of `R.Prim(value=n)`
+    as `n: T.int64` defining `n` (TVM 0.27's `R.Prim` takes no value)."""
 
 
 SEED = Spelling(
@@ -51,6 +54,7 @@ TVM = Spelling(
     empty_regions=False,
     tir_vars=False,
     buffer_handles=True,
+    prim_params=True,
 )
 
 FLAVORS = {"lazyparams": SEED, "tvm": TVM}
