@@ -241,7 +241,10 @@ def test_a_computed_condition_is_bound_to_a_var_first() -> None:
     first, second = func.body.blocks[0].bindings
     assert isinstance(second.value, If) and second.value.cond is first.var
     assert first.var.struct_info == TensorStructInfo((), "bool")
-    assert 'gv: R.Tensor((), dtype="bool") = R.astype(x, dtype=\"bool\")\n        if gv:' in Computed.script()
+    assert (
+        'gv: R.Tensor((), dtype="bool") = R.astype(x, dtype="bool")\n        if gv:'
+        in Computed.script()
+    )
     assert_structural_equal(parse(Computed.script(flavor="tvm")), Computed)
 
 
