@@ -1,5 +1,5 @@
 """Calls that leave the op world: call_tir, vm.kill_object, the builtin.stop_lift_params
-barrier, and extern calls (call_packed, call_pure_packed).
+barrier, the runtime check assert_op, and extern calls (call_packed, call_pure_packed).
 
 `call_tir` has two operands, the PrimFunc's GlobalVar and a tuple of arguments; its
 `out_sinfo` is not an attr but the call's `sinfo_args` (one struct info per output; several
@@ -165,6 +165,25 @@ def call_pure_packed(name: str, *args: Expr, sinfo_args: StructInfo | Sequence[S
     return call
 
 
+# assert_op ----------------------------------------------------------------------------------
+
+
+def _infer_assert_op(call: Call) -> StructInfo:
+    """A check with no value (`R.tuple()`): the condition a bool scalar, the message's values
+    a tuple."""
+    condition = operand(call, 0)
+    scalar = isinstance(condition, PrimStructInfo) or (
+        isinstance(condition, TensorStructInfo) and condition.ndim in (0, -1)
+    )
+    if not scalar or getattr(condition, "dtype", "bool") not in ("bool", ""):
+        fail("assert_op", f"expected a bool scalar condition, got {describe(condition)}")
+    if len(call.args) > 1 and not isinstance(operand(call, 1), TupleStructInfo):
+        fail("assert_op", f"expected format_args as a tuple, got {describe(operand(call, 1))}")
+    if not isinstance(call.attrs.get("format", ""), str):
+        fail("assert_op", f"expected format as a string, got {call.attrs['format']!r}")
+    return TupleStructInfo(())
+
+
 register(
     OpDef(
         "call_tir",
@@ -178,4 +197,14 @@ register(
     OpDef("vm.kill_object", (OpParam("x", "expr"),), _infer_kill_object, pure=False),
     OpDef("builtin.stop_lift_params", (OpParam("x", "expr"),), _infer_stop_lift_params),
     OpDef("call_pure_packed", (OpParam("func", "expr"),), _infer_call_pure_packed),
+    OpDef(
+        "assert_op",
+        (
+            OpParam("condition", "expr"),
+            OpParam("format_args", "expr", required=False),
+            OpParam("format", "attr", required=False, default=""),
+        ),
+        _infer_assert_op,
+        pure=False,
+    ),
 )

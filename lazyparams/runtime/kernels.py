@@ -106,6 +106,20 @@ def _stop_lift_params(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
     return ops[0]  # an identity; `owned` gives the result its own buffer
 
 
+@kernel("assert_op")
+def _assert_op(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    """Nothing when the condition holds; else the error, its message `format` with the values."""
+    if bool(np.asarray(ops[0])):
+        return ()
+    values = tuple(ops[1]) if len(ops) > 1 else ()
+    text = str(attrs.get("format") or "")
+    try:
+        message = text.format(*values) if text else ", ".join(map(str, values))
+    except (IndexError, KeyError, ValueError):
+        message = f"{text} {values}"
+    raise RuntimeExecError(f"assert_op: the condition does not hold: {message or 'no message'}")
+
+
 @kernel("astype")
 def _astype(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     return fast.cast(np.asarray(ops[0]), to_numpy(attrs["dtype"]))

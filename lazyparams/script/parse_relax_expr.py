@@ -54,8 +54,6 @@ _STATEMENT_ONLY = {
 _UNSUPPORTED = {
     "R.memory": "explicit storage (R.memory.*) belongs to modules lowered for TVM's VM; "
     "lazyparams' VM allocates by itself; expected the module before memory planning",
-    "R.assert_op": "runtime assertions are not supported; expected the module without them "
-    "(a loaded weight is checked by R.match_cast)",
 }
 """TVM constructs with no meaning here, by spelling (or namespace prefix), and why."""
 
@@ -101,6 +99,7 @@ class RelaxExprParser:
             "R.call_pure_packed": self._call_pure_packed,
             "R.const": self._const,
             "R.prim_value": self._prim_value,
+            "R.assert_op": self._assert_op,
             "R.str": self._str,
             "R.shape": self._shape,
             "R.ExternFunc": self._extern,
@@ -123,6 +122,8 @@ class RelaxExprParser:
             return self.call(node)
         if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
             return self.call(_as_op_call(node, _ARITHMETIC[type(node.op)]))
+        if isinstance(node, ast.Compare | ast.BoolOp):  # TVM: `c: T.bool = N % 4 == 0`
+            return PrimValue(self.dims.expr(node))
         hint = " (write R.prim_value(...) or R.const(...))" if number(node) is not None else ""
         raise self.src.error(node, f"expected a Relax expression{hint}, got {show(node)}")
 
@@ -313,6 +314,36 @@ class RelaxExprParser:
     def _prim_value(self, node: ast.Call) -> Expr:
         args = bind_call(self.src, node, ["value"], required=["value"], what="R.prim_value")
         return PrimValue(self.dims.expr(args["value"]))
+
+    def _assert_op(self, node: ast.Call) -> Expr:
+        """`R.assert_op(condition, [values], format="...")`, or with the values one by one as
+        TVM 0.27 prints them; the condition a Relax value or a prim expression (`N % 16 == 0`)."""
+        if not node.args:
+            raise self.src.error(node, "R.assert_op: expected a condition, got none")
+        keywords = {k.arg: k.value for k in node.keywords}
+        unknown = sorted(str(k) for k in set(keywords) - {"format_args", "format"})
+        if unknown:
+            raise self.src.error(node, f"R.assert_op: unexpected keyword {unknown[0]}")
+        values: list[ast.expr] = list(node.args[1:])
+        if "format_args" in keywords:
+            values.append(keywords["format_args"])
+        if len(values) == 1 and isinstance(values[0], ast.List | ast.Tuple):
+            values = list(values[0].elts)
+        operands = [self.expr(node.args[0])]
+        if values:
+            operands.append(Tuple(tuple(self.expr(v) for v in values)))
+        text = keywords.get("format")
+        attrs = {} if text is None else {"format": self._format_text(text)}
+        return self.checked(node, lambda: make_call("assert_op", operands, attrs, ()))
+
+    def _format_text(self, node: ast.expr) -> str:
+        """A message format: a string literal, or `R.str("...")` as TVM prints it."""
+        text = node
+        if isinstance(node, ast.Call) and self.src.callee(node) == "R.str" and node.args:
+            text = node.args[0]
+        if not (isinstance(text, ast.Constant) and isinstance(text.value, str)):
+            raise self.src.error(node, f"R.assert_op: expected a format string, got {show(node)}")
+        return text.value
 
     def _str(self, node: ast.Call) -> Expr:
         args = bind_call(self.src, node, ["value"], required=["value"], what="R.str")

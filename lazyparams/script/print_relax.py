@@ -7,13 +7,8 @@ declared as `n = T.int64()`. Imports `ir`, `op` and the script's printing helper
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
-
-import numpy as np
-
 from lazyparams.errors import LazyParamsError
-from lazyparams.ir.dtype import from_numpy, is_float, is_int
+from lazyparams.ir.dtype import from_numpy
 from lazyparams.ir.expr import (
     PRIVATE,
     Binding,
@@ -40,63 +35,23 @@ from lazyparams.ir.expr import (
 from lazyparams.ir.op_registry import op_info
 from lazyparams.ir.prim import IntImm, PrimExpr, PrimVar
 from lazyparams.ir.struct_info import (
-    FuncStructInfo,
     ObjectStructInfo,
     PrimStructInfo,
-    ShapeStructInfo,
     StructInfo,
-    TensorStructInfo,
-    TupleStructInfo,
 )
 from lazyparams.op import SINFO_ARG_KEYWORDS
-from lazyparams.script.print_prim import Names, PrimPrinter, float_text, prim_vars, quote, walk
+from lazyparams.script.print_prim import Names, PrimPrinter, prim_vars, quote, walk
+from lazyparams.script.print_text import (
+    INDENT,
+    LIMIT,
+    attrs_lines,
+    const_text,
+    sinfo_text,
+    tuple_fields,
+    value_text,
+    wrapped,
+)
 from lazyparams.script.spelling import SEED, Spelling
-
-INDENT = "    "
-LIMIT = 96
-"""Columns a printed line may use inside the module class (100 minus its indentation)."""
-
-
-def wrapped(prefix: str, parts: list[str], suffix: str, indent: str) -> list[str]:
-    """`prefix` + comma-joined `parts` + `suffix` on one line if it fits, else wrapped.
-
-    Wrapped, the parts go on one indented line if that fits, else one part per line.
-    """
-    line = f"{indent}{prefix}{', '.join(parts)}{suffix}"
-    if len(line) <= LIMIT or not parts:
-        return [line]
-    inner = indent + INDENT
-    joined = inner + ", ".join(parts)
-    if len(joined) <= LIMIT:
-        return [indent + prefix, joined, indent + suffix]
-    return [indent + prefix, *(f"{inner}{p}," for p in parts), indent + suffix]
-
-
-def value_text(value: Any, prim: Callable[[PrimExpr], str], lists: bool = False) -> str:
-    """A static value (attr) as a literal; `lists` spells tuples as lists (`axes=[1, 0]`)."""
-    if value is None or isinstance(value, bool | np.bool_):
-        return str(bool(value)) if value is not None else "None"
-    if isinstance(value, int | np.integer):
-        return str(int(value))
-    if isinstance(value, float | np.floating):
-        return float_text(float(value))
-    if isinstance(value, str):
-        return quote(value)
-    if isinstance(value, PrimExpr):
-        return prim(value)
-    if isinstance(value, list | tuple):
-        items = [value_text(v, prim, lists) for v in value]
-        if isinstance(value, list) or lists:
-            return f"[{', '.join(items)}]"
-        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-    if isinstance(value, dict):
-        pairs = (
-            f"{value_text(k, prim, lists)}: {value_text(v, prim, lists)}" for k, v in value.items()
-        )
-        return "{" + ", ".join(pairs) + "}"
-    raise LazyParamsError(
-        f"cannot print attr value {value!r}; expected numbers, strings, lists or dicts"
-    )
 
 
 def _decorator(func: Function) -> str:
@@ -105,97 +60,6 @@ def _decorator(func: Function) -> str:
     if func.attrs.get(PRIVATE) is True:
         options.append("private=True")
     return f"@R.function({', '.join(options)})" if options else "@R.function"
-
-
-def attrs_lines(call: str, attrs: Mapping[str, Any], prim: Callable[[PrimExpr], str]) -> list[str]:
-    """`R.func_attr({...})`-style line for printable attrs, and a comment naming the others.
-
-    Attrs holding Python objects (callables, arrays) have no script spelling; printing must not
-    fail on them, but such a module does not read back equal.
-    """
-    printable, lines = {}, []
-    for key, value in attrs.items():
-        try:
-            printable[key] = value_text(value, prim)
-        except LazyParamsError:
-            lines.append(f"# attr {quote(str(key))} holds a {type(value).__name__}: not printable")
-    if printable:
-        pairs = ", ".join(f"{quote(str(k))}: {v}" for k, v in printable.items())
-        lines.insert(0, f"{call}({{{pairs}}})")
-    return lines
-
-
-def sinfo_text(
-    sinfo: StructInfo,
-    dim: Callable[[PrimExpr], str],
-    obj: str = "R.Object",
-    prim_values: bool = True,
-) -> str:
-    """Struct info in the script spelling; `dim` spells each dim, `obj` the opaque object;
-    without `prim_values`, a prim is its dtype alone (TVM 0.27's `R.Prim` takes no value)."""
-
-    def inner(field: StructInfo) -> str:
-        return sinfo_text(field, dim, obj, prim_values)
-
-    if isinstance(sinfo, TensorStructInfo):
-        return _tensor_text(sinfo, dim)
-    if isinstance(sinfo, TupleStructInfo):
-        if not sinfo.fields:
-            return "R.Tuple"
-        return f"R.Tuple({', '.join(inner(f) for f in sinfo.fields)})"
-    if isinstance(sinfo, ObjectStructInfo):
-        return obj
-    if isinstance(sinfo, PrimStructInfo):
-        known = prim_values and sinfo.value is not None
-        value = f", value={dim(sinfo.value)}" if known else ""  # type: ignore[arg-type]
-        return f"R.Prim({quote(sinfo.dtype)}{value})"
-    if isinstance(sinfo, ShapeStructInfo):
-        if sinfo.values is not None:
-            return f"R.Shape([{', '.join(dim(v) for v in sinfo.values)}])"
-        return "R.Shape" if sinfo.ndim == -1 else f"R.Shape(ndim={sinfo.ndim})"
-    if isinstance(sinfo, FuncStructInfo):
-        params = (
-            "None" if sinfo.params is None else f"[{', '.join(inner(p) for p in sinfo.params)}]"
-        )
-        purity = "" if sinfo.purity else ", purity=False"
-        return f"R.Callable({params}, {inner(sinfo.ret)}{purity})"
-    raise LazyParamsError(
-        f"cannot print struct info {type(sinfo).__name__}; expected a node of ir.struct_info"
-    )
-
-
-def _tensor_text(sinfo: TensorStructInfo, dim: Callable[[PrimExpr], str]) -> str:
-    parts = []
-    if sinfo.shape is not None:
-        dims = [dim(d) for d in sinfo.shape]
-        parts.append(f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})")
-    if sinfo.dtype:
-        parts.append(f"dtype={quote(sinfo.dtype)}")
-    if sinfo.shape is None and sinfo.ndim != -1:
-        parts.append(f"ndim={sinfo.ndim}")
-    return f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"
-
-
-def _tuple_fields(sinfo: StructInfo | None, text: Callable[[StructInfo], str]) -> list[str]:
-    """Field texts of a non-empty tuple struct info (what a long annotation wraps), else []."""
-    if isinstance(sinfo, TupleStructInfo):
-        return [text(f) for f in sinfo.fields]
-    return []
-
-
-def const_text(data: np.ndarray[Any, Any], dtype: str) -> str:
-    """`R.const(<nested list>, "dtype")`; narrow floats go through float32, exactly."""
-    if is_float(dtype) and data.dtype != np.float64:
-        data = data.astype(np.float32)
-    elif is_int(dtype):
-        data = data.astype(np.int64) if dtype != "uint64" else data
-    return f"R.const({_nested(data.tolist())}, {quote(dtype)})"
-
-
-def _nested(value: Any) -> str:
-    if isinstance(value, list):
-        return f"[{', '.join(_nested(v) for v in value)}]"
-    return float_text(value) if isinstance(value, float) else str(value)
 
 
 class RelaxPrinter:
@@ -222,7 +86,7 @@ class RelaxPrinter:
         self.prim_casts = self._defining_prim_casts(defining) if self.spelling.prim_params else {}
         self.lines.append(_decorator(func))
         header = wrapped(f"def {self.name}(", params, f") -> {self.sig(func.ret_struct_info)}:", "")
-        fields = _tuple_fields(func.ret_struct_info, self.sig)
+        fields = tuple_fields(func.ret_struct_info, self.sig)
         if len(header[-1]) > LIMIT and fields:
             opening = header[-1][: -len(f"{self.sig(func.ret_struct_info)}:")]
             header[-1:] = wrapped(f"{opening}R.Tuple(", fields, "):", "")
@@ -333,7 +197,7 @@ class RelaxPrinter:
         head, parts = self._value_parts(binding)
         one_line = f"{head}({', '.join(parts)})" if head else parts[0]
         lines = [f"{indent}{name}: {self.body_sinfo(sinfo)} = {one_line}"]
-        fields = _tuple_fields(sinfo, self.body_sinfo)
+        fields = tuple_fields(sinfo, self.body_sinfo)
         if len(lines[0]) > LIMIT and fields:
             lines = wrapped(f"{name}: R.Tuple(", fields, f") = {one_line}", indent)
         if len(lines[-1]) > LIMIT and head:
@@ -396,6 +260,8 @@ class RelaxPrinter:
                 *operands,
                 f"{self.spelling.sinfo_args}={sinfo_tuple}",
             ]
+        if isinstance(call.op, Op) and call.op.name == "assert_op":
+            return "R.assert_op", self._assert_parts(call)
         if isinstance(call.op, Op):
             return f"R.{call.op.name}", self._op_parts(call, args)
         if isinstance(call.op, ExternFunc):
@@ -412,6 +278,17 @@ class RelaxPrinter:
         if call.sinfo_args:
             args.append(f"{self.spelling.sinfo_args}={sinfo_tuple}")
         return self.expr(call.op), args
+
+    def _assert_parts(self, call: Call) -> list[str]:
+        """`R.assert_op(condition, [values], format="...")`: the message's values as a list, as
+        both parsers read them."""
+        parts = [self.expr(call.args[0])]
+        values = call.args[1] if len(call.args) > 1 else None
+        if isinstance(values, Tuple) and values.fields:
+            parts.append(f"[{', '.join(self.expr(v) for v in values.fields)}]")
+        if call.attrs.get("format"):
+            parts.append(f"format={quote(str(call.attrs['format']))}")
+        return parts
 
     def _op_parts(self, call: Call, args: list[str]) -> list[str]:
         """Arguments of `R.<op>(...)`: leading operands by position, the rest by keyword."""

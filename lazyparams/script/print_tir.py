@@ -10,7 +10,7 @@ from lazyparams.errors import LazyParamsError
 from lazyparams.ir.expr import PRIVATE
 from lazyparams.ir.prim import Add, IntImm, PrimExpr, PrimVar
 from lazyparams.script.print_prim import Names, PrimPrinter, prim_vars, quote, walk
-from lazyparams.script.print_relax import INDENT, attrs_lines, wrapped
+from lazyparams.script.print_text import INDENT, attrs_lines, wrapped
 from lazyparams.script.spelling import SEED, Spelling
 from lazyparams.tir.nodes import (
     Block,

@@ -10,7 +10,8 @@ from lazyparams.errors import LazyParamsError
 from lazyparams.ir.expr import BaseFunc, Function
 from lazyparams.ir.module import IRModule
 from lazyparams.script.print_prim import Names, PrimPrinter, identifier
-from lazyparams.script.print_relax import INDENT, RelaxPrinter, attrs_lines
+from lazyparams.script.print_relax import RelaxPrinter
+from lazyparams.script.print_text import INDENT, attrs_lines
 from lazyparams.script.print_tir import TirPrinter
 from lazyparams.script.spelling import SEED, Spelling, spelling_of
 from lazyparams.tir.nodes import PrimFunc
