@@ -367,3 +367,48 @@ PyObject *lp_lookup(PyObject *self, PyObject *args) {
     lp_release(b, 3);
     Py_RETURN_NONE;
 }
+
+/* Conversions by kind, for the loops of other files (the transposes) ---------------------- */
+
+const char *const LP_CONVERT_NAMES[10] = {
+    "", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+    "bfloat16>float32", "bfloat16>float16", "float16>float32", "float16>bfloat16", "lookup",
+};
+
+/* The kind of a conversion name (float32 sources by their target's name, the 16-bit ones by
+ * `cast16`'s), or -1. */
+int lp_convert_kind(const char *name) {
+    for (int i = 0; i < 10; i++) {
+        if (strcmp(name, LP_CONVERT_NAMES[i]) == 0) return i;
+    }
+    return -1;
+}
+
+static void lookup_run(const void *x, Py_ssize_t s, void *out, Py_ssize_t t, const void *table,
+                       Py_ssize_t n) {
+    if (s == 1) {
+        if (t == 1) lookup_8_8(x, out, table, n);
+        else if (t == 2) lookup_8_16(x, out, table, n);
+        else if (t == 4) lookup_8_32(x, out, table, n);
+        else lookup_8_64(x, out, table, n);
+    } else {
+        if (t == 1) lookup_16_8(x, out, table, n);
+        else if (t == 2) lookup_16_16(x, out, table, n);
+        else if (t == 4) lookup_16_32(x, out, table, n);
+        else lookup_16_64(x, out, table, n);
+    }
+}
+
+/* `n` elements of `in_size` bytes at `x` converted into `out` (`out_size` bytes each). */
+void lp_convert(const LpConvert *conv, const void *x, Py_ssize_t in_size, void *out,
+                Py_ssize_t out_size, Py_ssize_t n) {
+    switch (conv->kind) {
+    case LP_CONVERT_COPY: memcpy(out, x, (size_t)(n * out_size)); break;
+    case 1: f32_to_f16(x, out, n); break;
+    case 2: f32_to_bf16(x, out, n); break;
+    case 3: f32_to_e4m3fn(x, out, n); break;
+    case 4: f32_to_e5m2(x, out, n); break;
+    case LP_CONVERT_LOOKUP: lookup_run(x, in_size, out, out_size, conv->table, n); break;
+    default: cast16(conv->kind - 5, x, out, n);
+    }
+}

@@ -80,6 +80,21 @@ static inline float bits_f32(uint32_t b) {
     return f;
 }
 
+/* A conversion of runs of elements, as the transposes apply it while they gather a tile:
+ * `kind` is one of LP_CONVERT_NAMES (0: a plain copy), `table` the entry of every code for
+ * the table lookup of 1- and 2-byte sources. cast.c defines them. */
+typedef struct {
+    int kind;
+    const void *table;
+} LpConvert;
+
+#define LP_CONVERT_COPY 0
+#define LP_CONVERT_LOOKUP 9
+extern const char *const LP_CONVERT_NAMES[10];
+int lp_convert_kind(const char *name);
+void lp_convert(const LpConvert *conv, const void *x, Py_ssize_t in_size, void *out,
+                Py_ssize_t out_size, Py_ssize_t n);
+
 /* The Python functions, with their docstrings. */
 PyObject *lp_transpose2d(PyObject *self, PyObject *args);
 PyObject *lp_cast(PyObject *self, PyObject *args);

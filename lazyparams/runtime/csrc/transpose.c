@@ -100,17 +100,20 @@ static inline void emit(char *dst, const char *run, Py_ssize_t bytes, int stream
  * is begun, or they write it piecemeal. */
 #define STRIP(SIZE)                                                                            \
     static void strip_##SIZE(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,         \
-                             Py_ssize_t rows, Py_ssize_t m, int stream, char *in, char *out) { \
+                             Py_ssize_t rows, Py_ssize_t m, int stream, char *in, char *out,   \
+                             const LpConvert *conv, Py_ssize_t isz) {                          \
         const Py_ssize_t span = SIZE == 1 ? 2 * TILE_BYTES : TILE_BYTES;                       \
         const Py_ssize_t k = 16 / SIZE, width = span / SIZE, run = rows * SIZE;                \
+        const int copy = conv->kind == LP_CONVERT_COPY;                                        \
         for (Py_ssize_t j0 = 0; j0 < m; j0 += width) {                                         \
             Py_ssize_t cols = m - j0 < width ? m - j0 : width;                                 \
             int ahead = j0 + (PREFETCH_TILES + 1) * width <= m;                                \
             for (Py_ssize_t i = 0; i < rows; i++) {                                            \
-                const char *row = src + i * ss + j0 * SIZE;                                    \
-                memcpy(in + i * span, row, (size_t)(cols * SIZE));                             \
-                for (Py_ssize_t b = 0; ahead && b < span; b += 64) {                           \
-                    __builtin_prefetch(row + PREFETCH_TILES * span + b);                       \
+                const char *row = src + i * ss + j0 * isz;                                     \
+                if (copy) memcpy(in + i * span, row, (size_t)(cols * SIZE));                   \
+                else lp_convert(conv, row, isz, in + i * span, SIZE, cols);                    \
+                for (Py_ssize_t b = 0; ahead && b < width * isz; b += 64) {                    \
+                    __builtin_prefetch(row + PREFETCH_TILES * width * isz + b);                \
                 }                                                                              \
             }                                                                                  \
             for (Py_ssize_t j = 0; j < cols; j += k) {                                         \
@@ -130,18 +133,40 @@ STRIP(4)
 STRIP(8)
 
 typedef void (*StripFn)(const char *, Py_ssize_t, char *, Py_ssize_t, Py_ssize_t, Py_ssize_t,
-                        int, char *, char *);
+                        int, char *, char *, const LpConvert *, Py_ssize_t);
 #endif
 
-/* dst[j, i] = src[i, j] for an (n, m) src, one strip of input rows at a time; each strip
- * writes whole cache lines to every output row. When the output is `large` (it cannot stay in
- * the cache anyway) they are streamed around the cache, which also spares reading each line
- * from memory before it is overwritten. Edges that do not fill a register block go element
- * by element. */
-static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
-                     Py_ssize_t m, Py_ssize_t size, int large) {
+/* The edge rows or columns of a converting transpose, (rows, cols) of src: converted into
+ * a contiguous block first (a few rows or columns, so the block is small), then transposed
+ * element by element. */
+static int edge(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows,
+                Py_ssize_t cols, Py_ssize_t size, const LpConvert *conv, Py_ssize_t isz) {
     TileFn tile = size == 1 ? tile_uint8_t : size == 2 ? tile_uint16_t
                 : size == 4 ? tile_uint32_t : tile_uint64_t;
+    if (rows == 0 || cols == 0) return 0;
+    if (conv->kind == LP_CONVERT_COPY) {
+        tile(src, ss, dst, ds, rows, cols);
+        return 0;
+    }
+    char *block = malloc((size_t)(rows * cols * size));
+    if (block == NULL) return -1;
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        lp_convert(conv, src + i * ss, isz, block + i * cols * size, size, cols);
+    }
+    tile(block, cols * size, dst, ds, rows, cols);
+    free(block);
+    return 0;
+}
+
+/* dst[j, i] = src[i, j] for an (n, m) src, converted by `conv` from items of `isz` bytes to
+ * items of `size` bytes, one strip of input rows at a time; each strip writes whole cache
+ * lines to every output row, converting each tile row as it gathers it. When the output is
+ * `large` (it cannot stay in the cache anyway) they are streamed around the cache, which also
+ * spares reading each line from memory before it is overwritten. Edges that do not fill a
+ * register block go element by element. */
+static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
+                     Py_ssize_t m, Py_ssize_t size, int large, const LpConvert *conv,
+                     Py_ssize_t isz) {
     Py_ssize_t done = 0, cols = 0;
 #if defined(__SSE2__)
     Py_ssize_t k = 16 / size, stage = CACHED_STRIP_ROWS * 2 * TILE_BYTES;
@@ -156,53 +181,93 @@ static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, P
     cols = m / k * k;
     Py_ssize_t head = stream ? (Py_ssize_t)((64 - (uintptr_t)dst % 64) % 64) / size : 0;
     if (head > 0 && head <= n) {
-        strip(src, ss, dst, ds, head, cols, 0, in, out);
+        strip(src, ss, dst, ds, head, cols, 0, in, out, conv, isz);
         done = head;
     }
     while (done + k <= n) {
         Py_ssize_t height = n - done >= rows ? rows : (n - done) / k * k;
         strip(src + done * ss, ss, dst + done * size, ds, height, cols, stream && height == rows,
-              in, out);
+              in, out, conv, isz);
         done += height;
     }
     if (stream) _mm_sfence();
     free(block);
 #endif
-    tile(src + done * ss, ss, dst + done * size, ds, n - done, m);  /* bottom rows */
-    tile(src + cols * size, ss, dst + cols * ds, ds, done, m - cols);  /* right columns */
-    return 0;
+    /* bottom rows, then right columns */
+    if (edge(src + done * ss, ss, dst + done * size, ds, n - done, m, size, conv, isz) < 0) {
+        return -1;
+    }
+    return edge(src + cols * isz, ss, dst + cols * ds, ds, done, m - cols, size, conv, isz);
 }
 
 const char lp_transpose2d_doc[] = PyDoc_STR(
-             "transpose2d(src, dst, large): dst[j, i] = src[i, j] for 2-D buffers of one item\n"
-             "size (1, 2, 4 or 8 bytes) whose rows may be strided; `large` streams the output\n"
-             "around the cache.");
+             "transpose2d(src, dst, large, kind='', table=None): dst[j, i] = src[i, j] for 2-D\n"
+             "buffers of items of 1, 2, 4 or 8 bytes whose rows may be strided, converted by\n"
+             "`kind` (a name of `cast` or `cast16`, or 'lookup' by `table`; '' copies);\n"
+             "`large` streams the output around the cache.");
+
+/* The conversion named `kind` between items of `isz` and `size` bytes, or -1 with an error
+ * set. */
+static int conversion(const char *kind, PyObject *to, Buf *table, Py_ssize_t isz,
+                      Py_ssize_t size, LpConvert *conv) {
+    static const Py_ssize_t sizes[9][2] = {{0, 0}, {4, 2}, {4, 2}, {4, 1}, {4, 1},
+                                           {2, 4}, {2, 2}, {2, 4}, {2, 2}};
+    conv->kind = lp_convert_kind(kind);
+    conv->table = NULL;
+    if (conv->kind == LP_CONVERT_LOOKUP) {
+        if (to == Py_None || lp_get_buf(to, table, 0, 1, size, "table") < 0 ||
+            (isz != 1 && isz != 2) || table->view.shape[0] != ((Py_ssize_t)1 << (8 * isz))) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "expected 1- or 2-byte codes and a table of "
+                                "one entry of dst's item size per code");
+            }
+            return -1;
+        }
+        conv->table = table->view.buf;
+        return 0;
+    }
+    int same = conv->kind == LP_CONVERT_COPY && isz == size;
+    if (conv->kind < 0 || (conv->kind > 0 && (sizes[conv->kind][0] != isz ||
+                                              sizes[conv->kind][1] != size)) ||
+        (conv->kind == 0 && !same)) {
+        PyErr_Format(PyExc_ValueError, "expected a conversion kind of src's and dst's item "
+                     "sizes, got '%s' from %zd to %zd bytes", kind, isz, size);
+        return -1;
+    }
+    return 0;
+}
 
 PyObject *lp_transpose2d(PyObject *self, PyObject *args) {
-    PyObject *so, *do_;
+    PyObject *so, *do_, *to = Py_None;
+    const char *kind = "";
     int large;
-    Buf b[2];
+    Buf b[3];
     memset(b, 0, sizeof b);
-    if (!PyArg_ParseTuple(args, "OOp", &so, &do_, &large)) return NULL;
-    if (lp_get_buf(so, &b[0], 0, 2, 0, "src") < 0 ||
-        lp_get_buf(do_, &b[1], 1, 2, b[0].view.itemsize, "dst") < 0) {
-        lp_release(b, 2);
+    if (!PyArg_ParseTuple(args, "OOp|sO", &so, &do_, &large, &kind, &to)) return NULL;
+    if (lp_get_buf(so, &b[0], 0, 2, 0, "src") < 0 || lp_get_buf(do_, &b[1], 1, 2, 0, "dst") < 0) {
+        lp_release(b, 3);
         return NULL;
     }
-    Py_ssize_t n = b[0].view.shape[0], m = b[0].view.shape[1], size = b[0].view.itemsize;
+    Py_ssize_t n = b[0].view.shape[0], m = b[0].view.shape[1], size = b[1].view.itemsize;
+    Py_ssize_t isz = b[0].view.itemsize;
     if (b[1].view.shape[0] != m || b[1].view.shape[1] != n ||
         (size != 1 && size != 2 && size != 4 && size != 8)) {
-        lp_release(b, 2);
+        lp_release(b, 3);
         PyErr_SetString(PyExc_ValueError, "expected dst of src's transposed shape and an item "
                         "size of 1, 2, 4 or 8 bytes");
+        return NULL;
+    }
+    LpConvert conv;
+    if (conversion(kind, to, &b[2], isz, size, &conv) < 0) {
+        lp_release(b, 3);
         return NULL;
     }
     int failed;
     Py_BEGIN_ALLOW_THREADS
     failed = transpose(b[0].view.buf, b[0].view.strides[0], b[1].view.buf, b[1].view.strides[0],
-                       n, m, size, large);
+                       n, m, size, large, &conv, isz);
     Py_END_ALLOW_THREADS
-    lp_release(b, 2);
+    lp_release(b, 3);
     if (failed) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
