@@ -122,3 +122,30 @@ def test_the_compiled_transpose_refuses_mismatched_conversions() -> None:
         module.transpose2d(src, dst, False, "float16")
     with pytest.raises(ValueError, match="conversion kind"):
         module.transpose2d(src, dst, False, "nonsense")
+
+
+@pytest.mark.parametrize("wide_blocks", [True, False])
+def test_converting_transposes_in_every_placement(wide_blocks: bool) -> None:
+    """The converting transpose into slices at odd offsets of a larger output, streamed and
+    through the cache, by the AVX2 blocks and by the SSE ones alone."""
+    if not native.available() or not native.enabled():
+        pytest.skip("the compiled loops are not built")
+    module: Any = native._MODULE
+    before = module.use_f16c(wide_blocks)
+    try:
+        for src_dtype, dst_dtype in ((BF16, np.dtype(np.float16)), (np.float32, E4M3)):
+            x = values((203, 517), np.dtype(src_dtype), 7)
+            for offset, total in itertools.product((0, 1, 3, 8), (None, native.STREAM_BYTES)):
+                out = np.zeros((517, 203 + 11), dst_dtype)
+                dst = out[:, offset : offset + 203]
+                assert native.transpose_cast_2d(x, dst, total)
+                want = reference([x], 0, (1, 0), dst_dtype)
+                assert dst.tobytes() == np.ascontiguousarray(want).tobytes(), (offset, total)
+                rest = np.delete(
+                    out.view(np.uint8 if out.itemsize == 1 else np.uint16),
+                    np.s_[offset : offset + 203],
+                    axis=1,
+                )
+                assert not rest.any(), "wrote outside its slice"
+    finally:
+        module.use_f16c(before)
