@@ -153,6 +153,8 @@ def cast(x: Array, out: Array) -> bool:
     flat_x, flat_out = _words(x.reshape(-1)), _words(out.reshape(-1))
     if kind in CAST16_KINDS:
         _module().cast16(kind, flat_x, flat_out)
+    elif kind in CAST8_KINDS:
+        _module().cast8(kind, flat_x, flat_out, table)
     elif table is not None:
         _module().lookup(flat_x, flat_out, table)
     else:
@@ -169,6 +171,8 @@ def conversion(src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[str, Array | Non
     kind = f"{src}>{dst}"
     if kind in CAST16_KINDS and _cast16_agrees(kind):
         return kind, None
+    if kind in CAST8_KINDS and _cast8_agrees(kind):
+        return kind, pattern_table(src, dst).view(_WORD[4])
     # bfloat16 to float64 is a shift and a widening, which numpy's own cast does at copy speed
     wide_bfloat = src == BF16 and dst.itemsize >= 4
     if src in SMALL_FLOATS and dst in FLOATS and dst != src and not wide_bfloat:
@@ -193,6 +197,25 @@ def transpose_cast_2d(src: Array, dst: Array, total_bytes: int | None = None) ->
 
 CAST16_KINDS = ("bfloat16>float32", "bfloat16>float16", "float16>float32", "float16>bfloat16")
 """The direct casts between 16-bit floats and to float32 of the extension's `cast16`."""
+
+
+CAST8_KINDS = ("float8_e4m3fn>float32", "float8_e5m2>float32")
+"""The float8 to float32 casts of the extension's `cast8`, computed (not looked up)."""
+
+
+@functools.cache
+def _cast8_agrees(kind: str) -> bool:
+    """Whether the compiled float8 `kind` cast gives ml_dtypes' bits on all 256 codes (its
+    NaN rules have changed between releases): checked once, on first use; where it does not,
+    the table lookup does the work."""
+    if not hasattr(_module(), "cast8"):
+        return False
+    src, dst = (_BY_NAME[name] for name in kind.split(">"))
+    table = pattern_table(src, dst).view(_WORD[4])
+    codes = np.arange(256 + 7, dtype=np.uint32).astype(np.uint8)  # vector loops and a tail
+    got = np.empty(codes.shape, np.uint32)
+    _module().cast8(kind, codes, got, table)
+    return bool(np.array_equal(got, table[codes]))
 
 
 @functools.cache

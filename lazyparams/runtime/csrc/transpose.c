@@ -313,13 +313,16 @@ const char lp_transpose2d_doc[] = PyDoc_STR(
  * set. */
 static int conversion(const char *kind, PyObject *to, Buf *table, Py_ssize_t isz,
                       Py_ssize_t size, LpConvert *conv) {
-    static const Py_ssize_t sizes[9][2] = {{0, 0}, {4, 2}, {4, 2}, {4, 1}, {4, 1},
-                                           {2, 4}, {2, 2}, {2, 4}, {2, 2}};
+    static const Py_ssize_t sizes[LP_CONVERT_KINDS][2] = {
+        {0, 0}, {4, 2}, {4, 2}, {4, 1}, {4, 1}, {2, 4}, {2, 2}, {2, 4}, {2, 2}, {0, 0},
+        {1, 4}, {1, 4}};
     conv->kind = lp_convert_kind(kind);
     conv->table = NULL;
-    if (conv->kind == LP_CONVERT_LOOKUP) {
+    if (conv->kind >= LP_CONVERT_LOOKUP) {
+        int float8 = conv->kind > LP_CONVERT_LOOKUP;
         if (to == Py_None || lp_get_buf(to, table, 0, 1, size, "table") < 0 ||
-            (isz != 1 && isz != 2) || table->view.shape[0] != ((Py_ssize_t)1 << (8 * isz))) {
+            (isz != 1 && isz != 2) || table->view.shape[0] != ((Py_ssize_t)1 << (8 * isz)) ||
+            (float8 && (isz != sizes[conv->kind][0] || size != sizes[conv->kind][1]))) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_ValueError, "expected 1- or 2-byte codes and a table of "
                                 "one entry of dst's item size per code");
