@@ -191,27 +191,33 @@ static inline void emit(char *dst, const char *run, Py_ssize_t bytes, int stream
     }
 
 #define STRIP(SIZE, NAME, ATTR, BLOCKS)                                                        \
-    ATTR static void NAME(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,         \
-                             Py_ssize_t rows, Py_ssize_t m, int stream, char *in, char *out,   \
-                             const LpConvert *conv, Py_ssize_t isz) {                          \
+    ATTR static void NAME(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,            \
+                          Py_ssize_t rows, Py_ssize_t m, int stream, char *in, char *out,      \
+                          char *cvt, const LpConvert *conv, Py_ssize_t isz, Py_ssize_t osz) {  \
         const Py_ssize_t span = SPAN(SIZE);                                                    \
         const Py_ssize_t k = 16 / SIZE, width = span / SIZE, run = rows * SIZE;                \
-        const int copy = conv->kind == LP_CONVERT_COPY;                                        \
+        const int copy = conv->kind == LP_CONVERT_COPY, after = !copy && isz == SIZE;          \
+        const Py_ssize_t orun = rows * osz, stride = after ? orun : run;                       \
+        const char *runs = after ? cvt : out;                                                  \
         for (Py_ssize_t j0 = 0; j0 < m; j0 += width) {                                         \
             Py_ssize_t cols = m - j0 < width ? m - j0 : width;                                 \
             int ahead = j0 + (PREFETCH_TILES + 1) * width <= m;                                \
             for (Py_ssize_t i = 0; i < rows; i++) {                                            \
                 const char *row = src + i * ss + j0 * isz;                                     \
-                if (copy && cols == width) memcpy(in + i * span, row, (size_t)span); /* inlined */ \
-                else if (copy) memcpy(in + i * span, row, (size_t)(cols * SIZE));              \
-                else lp_convert(conv, row, isz, in + i * span, SIZE, cols);                    \
+                if (copy || after) {                                                           \
+                    if (cols == width) memcpy(in + i * span, row, (size_t)span); /* inlined */ \
+                    else memcpy(in + i * span, row, (size_t)(cols * SIZE));                    \
+                } else {                                                                       \
+                    lp_convert(conv, row, isz, in + i * span, SIZE, cols);                     \
+                }                                                                              \
                 for (Py_ssize_t b = 0; ahead && b < width * isz; b += 64) {                    \
                     __builtin_prefetch(row + PREFETCH_TILES * width * isz + b);                \
                 }                                                                              \
             }                                                                                  \
             BLOCKS(SIZE)                                                                       \
+            if (after) lp_convert(conv, out, SIZE, cvt, osz, cols * rows);                     \
             for (Py_ssize_t j = 0; j < cols; j++) {                                            \
-                emit(dst + (j0 + j) * ds, out + j * run, run, stream);                         \
+                emit(dst + (j0 + j) * ds, runs + j * stride, orun, stream);                    \
             }                                                                                  \
         }                                                                                      \
     }
@@ -229,7 +235,7 @@ STRIP(8, strip_avx2_8, AVX2, AVX2_BLOCKS)
 #endif
 
 typedef void (*StripFn)(const char *, Py_ssize_t, char *, Py_ssize_t, Py_ssize_t, Py_ssize_t,
-                        int, char *, char *, const LpConvert *, Py_ssize_t);
+                        int, char *, char *, char *, const LpConvert *, Py_ssize_t, Py_ssize_t);
 #endif
 
 /* The edge rows or columns of a converting transpose, (rows, cols) of src: converted into
@@ -256,7 +262,7 @@ static int edge(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssi
 
 /* dst[j, i] = src[i, j] for an (n, m) src, converted by `conv` from items of `isz` bytes to
  * items of `size` bytes, one strip of input rows at a time; each strip writes whole cache
- * lines to every output row, converting each tile row as it gathers it. When the output is
+ * lines to every output row, converting as `strip` does. When the output is
  * `large` (it cannot stay in the cache anyway) they are streamed around the cache, which also
  * spares reading each line from memory before it is overwritten. Edges that do not fill a
  * register block go element by element. */
@@ -265,32 +271,34 @@ static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, P
                      Py_ssize_t isz) {
     Py_ssize_t done = 0, cols = 0;
 #if defined(__SSE2__)
-    Py_ssize_t k = 16 / size;
+    /* The blocks move items of the wider side: a narrowing conversion runs on the transposed
+     * runs (whole tiles at a time), a widening one as the tile rows are gathered. */
+    Py_ssize_t wide = isz > size ? isz : size, k = 16 / wide;
     /* Streamed runs must fill whole cache lines: the rows must start at one offset within
      * a line, and a first strip reaches the next line boundary. */
     int stream = large && ((uintptr_t)dst % 16) == 0 && ds % 64 == 0;
     Py_ssize_t rows = stream ? STREAM_STRIP_BYTES / size : CACHED_STRIP_ROWS;
-    Py_ssize_t stage = rows * SPAN(size);  /* a strip's tile, in each stage */
-    StripFn strip = size == 1 ? strip_1 : size == 2 ? strip_2 : size == 4 ? strip_4 : strip_8;
+    Py_ssize_t stage = rows * SPAN(wide);  /* a strip's tile, in each stage */
+    StripFn strip = wide == 1 ? strip_1 : wide == 2 ? strip_2 : wide == 4 ? strip_4 : strip_8;
 #if LP_X86
     if (lp_has_f16c) {  /* which implies AVX2 */
-        strip = size == 1 ? strip_avx2_1 : size == 2 ? strip_avx2_2
-              : size == 4 ? strip_avx2_4 : strip_avx2_8;
+        strip = wide == 1 ? strip_avx2_1 : wide == 2 ? strip_avx2_2
+              : wide == 4 ? strip_avx2_4 : strip_avx2_8;
     }
 #endif
-    char *block = malloc((size_t)(2 * stage + 63));  /* the stages, on a cache line */
+    char *block = malloc((size_t)(3 * stage + 63));  /* the stages, on a cache line */
     if (block == NULL) return -1;
-    char *in = block + (64 - (uintptr_t)block % 64) % 64, *out = in + stage;
+    char *in = block + (64 - (uintptr_t)block % 64) % 64, *out = in + stage, *cvt = out + stage;
     cols = m / k * k;
     Py_ssize_t head = stream ? (Py_ssize_t)((64 - (uintptr_t)dst % 64) % 64) / size : 0;
     if (head > 0 && head <= n) {
-        strip(src, ss, dst, ds, head, cols, 0, in, out, conv, isz);
+        strip(src, ss, dst, ds, head, cols, 0, in, out, cvt, conv, isz, size);
         done = head;
     }
     while (done + k <= n) {
         Py_ssize_t height = n - done >= rows ? rows : (n - done) / k * k;
         strip(src + done * ss, ss, dst + done * size, ds, height, cols, stream && height == rows,
-              in, out, conv, isz);
+              in, out, cvt, conv, isz, size);
         done += height;
     }
     if (stream) _mm_sfence();
