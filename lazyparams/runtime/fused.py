@@ -75,9 +75,7 @@ def permute_cast_into(
 def _transpose_cast(x: Array, dst: Array, total: int) -> bool:
     """The compiled transpose, converting as it goes; False where it declines."""
     if x.dtype == dst.dtype:
-        if native.transpose_2d(x, dst, total):
-            return True
-        fast.transpose_2d(x, dst, total)
+        fast.transpose_2d(x, dst, total)  # compiled, or numpy's tiles
         return True
     return native.transpose_cast_2d(x, dst, total)
 
@@ -86,7 +84,10 @@ def _cast_blocks(x: Array, dst: Array) -> None:
     """`dst[...] = x` converted, by the fastest cast, over the largest C-contiguous blocks of
     `dst` (a slice along some axis is contiguous below that axis)."""
     if dst.flags.c_contiguous or dst.ndim == 0:
-        fast.cast_into(np.ascontiguousarray(x), dst) if x.flags.c_contiguous else _copy(x, dst)
+        if x.flags.c_contiguous:
+            fast.cast_into(x, dst)
+        else:
+            _copy(x, dst)
         return
     lead = _contiguous_from(dst)
     if math.prod(dst.shape[lead:]) < fast.CHUNK // 16:

@@ -312,6 +312,22 @@ PyObject *lp_cast(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The lookup loop of an item size pair. */
+static void lookup_run(const void *x, Py_ssize_t s, void *out, Py_ssize_t t, const void *table,
+                       Py_ssize_t n) {
+    if (s == 1) {
+        if (t == 1) lookup_8_8(x, out, table, n);
+        else if (t == 2) lookup_8_16(x, out, table, n);
+        else if (t == 4) lookup_8_32(x, out, table, n);
+        else lookup_8_64(x, out, table, n);
+    } else {
+        if (t == 1) lookup_16_8(x, out, table, n);
+        else if (t == 2) lookup_16_16(x, out, table, n);
+        else if (t == 4) lookup_16_32(x, out, table, n);
+        else lookup_16_64(x, out, table, n);
+    }
+}
+
 const char lp_lookup_doc[] = PyDoc_STR(
              "lookup(x, out, table): out[i] = table[x[i]] for 1-D `x` of 1- or 2-byte codes\n"
              "and a table of one entry per code, of out's item size (1, 2, 4 or 8 bytes).");
@@ -337,17 +353,7 @@ PyObject *lp_lookup(PyObject *self, PyObject *args) {
     const void *x = b[0].view.buf, *table = b[2].view.buf;
     void *out = b[1].view.buf;
     Py_BEGIN_ALLOW_THREADS
-    if (s == 1) {
-        if (t == 1) lookup_8_8(x, out, table, n);
-        else if (t == 2) lookup_8_16(x, out, table, n);
-        else if (t == 4) lookup_8_32(x, out, table, n);
-        else lookup_8_64(x, out, table, n);
-    } else {
-        if (t == 1) lookup_16_8(x, out, table, n);
-        else if (t == 2) lookup_16_16(x, out, table, n);
-        else if (t == 4) lookup_16_32(x, out, table, n);
-        else lookup_16_64(x, out, table, n);
-    }
+    lookup_run(x, s, out, t, table, n);
     Py_END_ALLOW_THREADS
     lp_release(b, 3);
     Py_RETURN_NONE;
@@ -368,21 +374,6 @@ int lp_convert_kind(const char *name) {
         if (strcmp(name, LP_CONVERT_NAMES[i]) == 0) return i;
     }
     return -1;
-}
-
-static void lookup_run(const void *x, Py_ssize_t s, void *out, Py_ssize_t t, const void *table,
-                       Py_ssize_t n) {
-    if (s == 1) {
-        if (t == 1) lookup_8_8(x, out, table, n);
-        else if (t == 2) lookup_8_16(x, out, table, n);
-        else if (t == 4) lookup_8_32(x, out, table, n);
-        else lookup_8_64(x, out, table, n);
-    } else {
-        if (t == 1) lookup_16_8(x, out, table, n);
-        else if (t == 2) lookup_16_16(x, out, table, n);
-        else if (t == 4) lookup_16_32(x, out, table, n);
-        else lookup_16_64(x, out, table, n);
-    }
 }
 
 /* `n` elements of `in_size` bytes at `x` converted into `out` (`out_size` bytes each). */
