@@ -150,31 +150,20 @@ __attribute__((target("avx2,f16c"))) static inline int any_nan16(__m128i v, uint
                             _mm_set1_epi16(-1));
 }
 
-/* bfloat16 to float16 sixteen values at a time in 16-bit integer lanes: a bfloat16 whose
- * float16 is normal converts exactly (its 7 mantissa bits fit in 10) by rebiasing the
- * exponent, and zeros keep their sign. The few vectors holding anything else (a float16
- * subnormal, an overflow, an infinity or NaN) are redone by the portable loop. */
-__attribute__((target("avx2"))) static void bf16_to_f16_avx2(const uint16_t *x, uint16_t *out,
-                                                             Py_ssize_t n) {
-    const __m256i low = _mm256_set1_epi16(0x387F), high = _mm256_set1_epi16(0x4780);
+/* The CPU's conversions, eight values at a time; the few vectors holding a NaN are redone by
+ * the portable loops, whose NaN rules are numpy's and ml_dtypes'. */
+__attribute__((target("avx2,f16c"))) static void bf16_to_f16_f16c(const uint16_t *x,
+                                                                   uint16_t *out, Py_ssize_t n) {
     Py_ssize_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(x + i));
-        __m256i mag = _mm256_and_si256(v, _mm256_set1_epi16(0x7FFF));
-        __m256i normal = _mm256_and_si256(_mm256_cmpgt_epi16(mag, low),
-                                          _mm256_cmpgt_epi16(high, mag));
-        __m256i ok = _mm256_or_si256(normal, _mm256_cmpeq_epi16(mag, _mm256_setzero_si256()));
-        __m256i half = _mm256_slli_epi16(_mm256_sub_epi16(mag, _mm256_set1_epi16(0x3800)), 3);
-        __m256i sign = _mm256_andnot_si256(_mm256_set1_epi16(0x7FFF), v);
-        _mm256_storeu_si256((__m256i *)(out + i),
-                            _mm256_or_si256(sign, _mm256_and_si256(half, normal)));
-        if (_mm256_movemask_epi8(ok) != -1) bf16_to_f16_portable(x + i, out + i, 16);
+    for (; i + 8 <= n; i += 8) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
+        __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+        _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+        if (any_nan16(v, 0x7F80)) bf16_to_f16_portable(x + i, out + i, 8);
     }
     bf16_to_f16_portable(x + i, out + i, n - i);
 }
 
-/* The CPU's conversions, eight values at a time; the few vectors holding a NaN are redone by
- * the portable loops, whose NaN rules are numpy's and ml_dtypes'. */
 __attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint16_t *x,
                                                                   uint32_t *out, Py_ssize_t n) {
     Py_ssize_t i = 0;
@@ -212,7 +201,7 @@ static void cast16(int which, const uint16_t *x, void *out, Py_ssize_t n) {
     }
 #if LP_X86
     if (lp_has_f16c) {
-        if (which == 1) bf16_to_f16_avx2(x, out, n);
+        if (which == 1) bf16_to_f16_f16c(x, out, n);
         else if (which == 2) f16_to_f32_f16c(x, out, n);
         else f16_to_bf16_f16c(x, out, n);
         return;
