@@ -4,11 +4,12 @@ Each contender runs as the command a user types, in a fresh process, side by sid
 and alternating: every repetition runs the copy, then each recipe with each worker count, in an
 order rotated by one from the last repetition's. Reported: the median wall time (durability
 included: the copy syncs its file, a conversion returns once its output is on disk), its ratio
-to the copy, the ratio of 1 to N workers, and peak RSS (ru_maxrss). `sync OUT` syncs the copy's
-file alone, not every file system (which would add other processes' writes to the copy's
-time). The model's shards stay in the page cache unless `--cold` evicts them before each run
-(posix_fadvise DONTNEED on the shards only: dropping the whole cache would slow every other
-process on the machine).
+to the copy, the ratio of 1 to N workers, the median CPU seconds (user + system: on a shared
+machine less disturbed by other processes than wall time), and peak RSS (ru_maxrss).
+`sync OUT` syncs the copy's file alone, not every file system (which would add other
+processes' writes to the copy's time). The model's shards stay in the page cache unless
+`--cold` evicts them before each run (posix_fadvise DONTNEED on the shards only: dropping the
+whole cache would slow every other process on the machine).
 
     python benchmarks/bench_copy_limit.py --model DIR --scratch DIR --repeat 3 --workers 1,2
 """
@@ -61,14 +62,16 @@ def convert_command(model: Path, out: Path, recipe: str, workers: int) -> list[s
     return [*command, "--no-progress", "--workers", str(workers)]
 
 
-def timed(command: list[str]) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS bytes, exit code) of `command` in a fresh process."""
+def timed(command: list[str]) -> tuple[float, int, int, float]:
+    """(wall seconds, peak RSS bytes, exit code, CPU seconds) of `command` in a fresh
+    process."""
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_maxrss * 1024, process.returncode
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_maxrss * 1024, process.returncode, cpu
 
 
 def label_of(recipe: str, workers: int, tree: str = "") -> str:
@@ -103,46 +106,59 @@ def clean(scratch: Path) -> None:
             entry.unlink()
 
 
-def measure(args: argparse.Namespace) -> dict[str, list[tuple[float, int]]]:
-    """(wall seconds, peak RSS bytes) of every contender over `args.repeat` repetitions."""
+Run = tuple[float, int, float]
+"""(wall seconds, peak RSS bytes, CPU seconds) of one run."""
+
+
+def measure(args: argparse.Namespace) -> dict[str, list[Run]]:
+    """Every contender's runs, one per repetition in repetition order."""
     shards = shards_of(args.model)
     runs = contenders(args, shards)
-    results: dict[str, list[tuple[float, int]]] = {label: [] for label, _ in runs}
+    results: dict[str, list[Run]] = {label: [] for label, _ in runs}
     for repetition in range(args.repeat):
         turn = repetition % len(runs)
         for label, command in runs[turn:] + runs[:turn]:
             if args.cold:
                 evict(shards)
-            wall, rss, code = timed(command)
+            wall, rss, code, cpu = timed(command)
             clean(args.scratch)
             if code != 0:
                 raise SystemExit(f"{label}: exit {code}")
-            results[label].append((wall, rss))
-            print(f"  {label}: {wall:.2f} s, {rss / MIB:.0f} MiB", file=sys.stderr)
+            results[label].append((wall, rss, cpu))
+            print(f"  {label}: {wall:.2f} s, {cpu:.2f} CPU s, {rss / MIB:.0f} MiB", file=sys.stderr)
     return results
 
 
-def table(results: dict[str, list[tuple[float, int]]], workers: Sequence[int]) -> str:
+def table(results: dict[str, list[Run]], workers: Sequence[int]) -> str:
     """A markdown table: median and range of wall time, ratio to the copy and to one worker,
-    and the largest peak RSS."""
-    medians = {label: statistics.median(w for w, _ in runs) for label, runs in results.items()}
-    copy = medians[COPY]
+    the range of each repetition's ratio to that repetition's copy (runs side by side see the
+    same load), median CPU seconds, and the largest peak RSS."""
+    medians = {label: statistics.median(w for w, _, _ in runs) for label, runs in results.items()}
+    copy, copies = medians[COPY], [w for w, _, _ in results[COPY]]
     lines = [
-        "| run | wall s (median) | range | / copy | 1 worker / this | peak RSS MiB |",
-        "|---|---|---|---|---|---|",
+        "| run | wall s (median) | range | / copy | 1 worker / this | / copy, each repetition "
+        "| CPU s | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for label, runs in results.items():
-        walls = [w for w, _ in runs]
+        walls = [w for w, _, _ in runs]
         recipe = label.rsplit(", ", 1)[0]
         one = medians.get(label_of(recipe, workers[0]))
         scaling = f"{one / medians[label]:.2f}" if one and label != COPY else "-"
+        each = "-" if label == COPY else _ratios(walls, copies)
+        cpu = statistics.median(c for _, _, c in runs)
         # a child's ru_maxrss starts from its parent's at the fork: meaningless for the copy
-        rss = "-" if label == COPY else f"{max(r for _, r in runs) / MIB:.0f}"
+        rss = "-" if label == COPY else f"{max(r for _, r, _ in runs) / MIB:.0f}"
         lines.append(
             f"| {label} | {medians[label]:.2f} | {min(walls):.2f}-{max(walls):.2f} | "
-            f"{medians[label] / copy:.2f} | {scaling} | {rss} |"
+            f"{medians[label] / copy:.2f} | {scaling} | {each} | {cpu:.2f} | {rss} |"
         )
     return "\n".join(lines)
+
+
+def _ratios(walls: Sequence[float], copies: Sequence[float]) -> str:
+    """Each repetition's wall time over its copy's, joined."""
+    return " ".join(f"{w / c:.2f}" for w, c in zip(walls, copies, strict=True))
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -1,4 +1,4 @@
-"""Benchmark: the layout, cast, concat and quantization kernels against a plain memory copy.
+"""Benchmark: the layout, cast, concat, fused and quantization kernels against a memory copy.
 
 For each kernel and input size it times, side by side in one run (best of N, interleaved):
 `np.copyto` between paged-in buffers of as many bytes as the kernel reads and writes in all (a
@@ -7,7 +7,9 @@ output must pay); the straightforward numpy version the kernels replaced; the `*
 writing into a preallocated output (compiled loops when built); the registered kernel as the VM
 runs it, its output from the buffer pool (a freed output of the same size, pages already in);
 and the same kernel given a fresh output (its pages fault in on first write). Times are in
-nanoseconds per input element; the ratios divide by the memcpy time.
+nanoseconds per input element; the ratios divide by the memcpy time. The `fused` group times
+`R.layout_cast` (q, k, v joined, transposed and cast in one pass, as `FuseLayoutCast` compiles
+`fuse-qkv+cast`), its "plain numpy" column the concat, transpose and cast kernels in turn.
 
     python benchmarks/bench_kernels.py --sizes 64,256 --repeat 7
 """
@@ -35,6 +37,7 @@ Array = np.ndarray[Any, Any]
 MIB = 1 << 20
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F8 = np.dtype(ml_dtypes.float8_e4m3fn)
+E5M2 = np.dtype(ml_dtypes.float8_e5m2)
 
 
 # The straightforward numpy versions the kernels replaced -------------------------------------
@@ -86,7 +89,7 @@ def _square(mib: float, dtype: Any) -> Array:
 
 
 def _transposes(mib: int) -> Iterator[Case]:
-    for dtype in (np.float32, np.float16, BF16):
+    for dtype in (np.float64, np.float32, np.float16, BF16, F8):
         x = _square(mib, dtype)
         out = np.empty_like(x)
         yield Case(
@@ -123,6 +126,8 @@ CAST_PAIRS = [
     (np.float16, BF16),
     (np.float32, F8),
     (F8, np.float32),
+    (np.float32, E5M2),
+    (E5M2, np.float32),
     (np.int64, np.int32),
     (np.int32, np.int64),
 ]
@@ -182,7 +187,37 @@ def _concats(mib: int) -> Iterator[Case]:
         )
 
 
-GROUPS = {"permute": _transposes, "astype": _casts, "quantize": _quantizers, "concat": _concats}
+def _unfused(parts: tuple[Array, ...], dtype: Any) -> Array:
+    """What `FuseLayoutCast` replaces: the concat, transpose and cast kernels one after the
+    other, each output a fresh intermediate."""
+    joined = run_kernel("concat", [parts], {"axis": 0}) if len(parts) > 1 else parts[0]
+    moved = run_kernel("permute_dims", [joined], {"axes": (1, 0)})
+    return run_kernel("astype", [moved], {"dtype": str(np.dtype(dtype))})  # type: ignore[no-any-return]
+
+
+def _fused(mib: int) -> Iterator[Case]:
+    """`R.layout_cast` as the fuse-qkv+cast recipes run it: q, k, v (and a lone linear weight)
+    joined, transposed and cast in one pass; "plain numpy" is the unfused kernels in turn."""
+    x = _square(mib / 3, BF16)
+    side = x.shape[0]
+    for parts in ((x, x[: side // 4], x[: side // 4]), (_square(mib, BF16),)):
+        for dtype in (np.float16,):
+            yield Case(
+                f"layout_cast bfloat16 x{len(parts)} -> {np.dtype(dtype)} (1, 0)",
+                [parts if len(parts) > 1 else parts[0]],
+                "layout_cast",
+                {"axis": 0, "axes": (1, 0), "dtype": str(np.dtype(dtype))},
+                lambda parts=parts, dtype=dtype: _unfused(parts, dtype),
+            )
+
+
+GROUPS = {
+    "permute": _transposes,
+    "astype": _casts,
+    "quantize": _quantizers,
+    "concat": _concats,
+    "fused": _fused,
+}
 
 
 # Timing ----------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from lazyparams.op.describe import describe, show_dim
 from lazyparams.op.dims import dims_equal
 from lazyparams.op.gguf import dequantize_gguf, quantize_gguf
 from lazyparams.op.index import concat, split, strided_slice, take
+from lazyparams.op.layout_cast import layout_cast
 from lazyparams.op.manipulate import astype, expand_dims, permute_dims, reshape
 from lazyparams.op.nn import conv2d
 from lazyparams.op.quantize import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
@@ -52,6 +53,7 @@ __all__ = [
     "divide",
     "expand_dims",
     "kill_object",
+    "layout_cast",
     "make_call",
     "matmul",
     "multiply",

@@ -2,8 +2,9 @@
 
 Each kernel takes the evaluated operands and the static attrs (ints, tuples of ints, dtype
 names) and returns arrays that own their memory, so that freeing an operand really frees it.
-Transposes, casts and concat run the loops of `runtime.fast`, into outputs from the buffer pool.
-Imports `ir` (dtypes), `runtime.memory`, `runtime.pool` and `runtime.fast`.
+Transposes, casts and concat run the loops of `runtime.fast` (and their fusion those of
+`runtime.fused`), into outputs from the buffer pool.
+Imports `ir` (dtypes), `runtime.memory`, `runtime.pool`, `runtime.fast` and `runtime.fused`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from lazyparams.errors import LazyParamsError, RuntimeExecError
 from lazyparams.ir.dtype import to_numpy
-from lazyparams.runtime import fast
+from lazyparams.runtime import fast, fused
 from lazyparams.runtime.memory import array_leaves
 from lazyparams.runtime.pool import BUFFERS
 
@@ -134,6 +135,17 @@ def _concat(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     if not isinstance(tensors, tuple) or not tensors:
         raise RuntimeExecError(f"expected a non-empty tuple of tensors, got {type(tensors)}")
     return fast.concat([np.asarray(t) for t in tensors], attrs.get("axis", 0))
+
+
+@kernel("layout_cast")
+def _layout_cast(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
+    tensors = ops[0] if isinstance(ops[0], tuple) else (ops[0],)
+    if not tensors:
+        raise RuntimeExecError("expected a tensor or a non-empty tuple of tensors, got ()")
+    parts = [np.asarray(t) for t in tensors]
+    axis = _norm_axis(attrs.get("axis", 0), parts[0].ndim)
+    axes = [_norm_axis(a, parts[0].ndim) for a in attrs["axes"]]
+    return fused.layout_cast(parts, axis, axes, to_numpy(attrs["dtype"]))
 
 
 @kernel("split")

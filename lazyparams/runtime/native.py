@@ -109,21 +109,31 @@ cache: it could not stay there anyway."""
 def transpose_2d(src: Array, dst: Array, total_bytes: int | None = None) -> bool:
     """`dst[j, i] = src[i, j]` for 2-D arrays whose last axes are contiguous. `total_bytes`
     is the whole output when dst is one plane of it (it decides the streaming)."""
-    if not enabled() or not _module().BLOCKED_TRANSPOSE:
+    if not enabled() or not _module().BLOCKED_TRANSPOSE or src.dtype != dst.dtype:
         return False
-    if src.ndim != 2 or dst.shape != src.shape[::-1] or np.may_share_memory(src, dst):
-        return False
-    if src.dtype != dst.dtype or src.itemsize not in _WORD or src.dtype.hasobject:
-        return False
-    if not dst.flags.writeable or not (src.flags.aligned and dst.flags.aligned):
+    if not _transposable(src, dst):
         return False
     if src.size == 0:
         return True  # nothing to write
-    if src.strides[1] != src.itemsize or dst.strides[1] != dst.itemsize:
-        return False
     large = (dst.nbytes if total_bytes is None else total_bytes) >= STREAM_BYTES
     _module().transpose2d(_words(src), _words(dst), large)
     return True
+
+
+def _transposable(src: Array, dst: Array) -> bool:
+    """2-D arrays of word-sized items, dst of src's transposed shape, apart, aligned, dst
+    writable, each with its last axis contiguous."""
+    if src.ndim != 2 or dst.shape != src.shape[::-1] or np.may_share_memory(src, dst):
+        return False
+    if src.itemsize not in _WORD or dst.itemsize not in _WORD:
+        return False
+    if src.dtype.hasobject or dst.dtype.hasobject or not dst.flags.writeable:
+        return False
+    if not (src.flags.aligned and dst.flags.aligned):
+        return False
+    if src.size == 0:
+        return True
+    return src.strides[1] == src.itemsize and dst.strides[1] == dst.itemsize
 
 
 # Casts ---------------------------------------------------------------------------------------
@@ -136,26 +146,76 @@ def cast(x: Array, out: Array) -> bool:
     table of every bit pattern (but bfloat16 to float64)."""
     if not enabled() or not _flat_pair(x, out):
         return False
-    src, dst = x.dtype, out.dtype
-    flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+    found = conversion(x.dtype, out.dtype)
+    if found is None:
+        return False
+    kind, table = found
+    flat_x, flat_out = _words(x.reshape(-1)), _words(out.reshape(-1))
+    if kind in CAST16_KINDS:
+        _module().cast16(kind, flat_x, flat_out)
+    elif kind in CAST8_KINDS:
+        _module().cast8(kind, flat_x, flat_out, table)
+    elif table is not None:
+        _module().lookup(flat_x, flat_out, table)
+    else:
+        _module().cast(kind, flat_x, flat_out)
+    return True
+
+
+def conversion(src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[str, Array | None] | None:
+    """The compiled conversion from `src` to `dst` that gives numpy's (and ml_dtypes') bits:
+    its kind (a `cast` or `cast16` kind, or 'lookup') and, for a lookup, the table; None
+    where the extension has none (numpy's own cast is as fast or the only exact one)."""
     if src == F32 and (dst in (BF16, *FLOAT8) or (dst == F16 and _HALF_CAST)):
-        _module().cast(str(dst), _words(flat_x), _words(flat_out))
-        return True
+        return str(dst), None
     kind = f"{src}>{dst}"
     if kind in CAST16_KINDS and _cast16_agrees(kind):
-        _module().cast16(kind, _words(flat_x), _words(flat_out))
-        return True
+        return kind, None
+    if kind in CAST8_KINDS and _cast8_agrees(kind):
+        return kind, pattern_table(src, dst).view(_WORD[4])
     # bfloat16 to float64 is a shift and a widening, which numpy's own cast does at copy speed
     wide_bfloat = src == BF16 and dst.itemsize >= 4
     if src in SMALL_FLOATS and dst in FLOATS and dst != src and not wide_bfloat:
-        table = pattern_table(src, dst).view(_WORD[dst.itemsize])
-        _module().lookup(_words(flat_x), _words(flat_out), table)
-        return True
-    return False
+        return "lookup", pattern_table(src, dst).view(_WORD[dst.itemsize])
+    return None
+
+
+def transpose_cast_2d(src: Array, dst: Array, total_bytes: int | None = None) -> bool:
+    """`dst[j, i] = src[i, j].astype(dst.dtype)` for 2-D arrays whose last axes are contiguous,
+    converting each tile as the transpose gathers it (one pass over the bytes); False where
+    the extension has no such conversion or cannot take the arrays."""
+    if not enabled() or not _module().BLOCKED_TRANSPOSE or src.dtype == dst.dtype:
+        return False
+    found = conversion(src.dtype, dst.dtype)
+    if found is None or not _transposable(src, dst):
+        return False
+    if src.size:
+        large = (dst.nbytes if total_bytes is None else total_bytes) >= STREAM_BYTES
+        _module().transpose2d(_words(src), _words(dst), large, *found)
+    return True
 
 
 CAST16_KINDS = ("bfloat16>float32", "bfloat16>float16", "float16>float32", "float16>bfloat16")
 """The direct casts between 16-bit floats and to float32 of the extension's `cast16`."""
+
+
+CAST8_KINDS = ("float8_e4m3fn>float32", "float8_e5m2>float32")
+"""The float8 to float32 casts of the extension's `cast8`, computed (not looked up)."""
+
+
+@functools.cache
+def _cast8_agrees(kind: str) -> bool:
+    """Whether the compiled float8 `kind` cast gives ml_dtypes' bits on all 256 codes (its
+    NaN rules have changed between releases): checked once, on first use; where it does not,
+    the table lookup does the work."""
+    if not hasattr(_module(), "cast8"):
+        return False
+    src, dst = (_BY_NAME[name] for name in kind.split(">"))
+    table = pattern_table(src, dst).view(_WORD[4])
+    codes = np.arange(256 + 7, dtype=np.uint32).astype(np.uint8)  # vector loops and a tail
+    got = np.empty(codes.shape, np.uint32)
+    _module().cast8(kind, codes, got, table)
+    return bool(np.array_equal(got, table[codes]))
 
 
 @functools.cache

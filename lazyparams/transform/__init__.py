@@ -7,6 +7,7 @@ from lazyparams.transform.base import FunctionPass, Pass, Sequential
 from lazyparams.transform.bundle_model_params import BundleModelParams
 from lazyparams.transform.chunk_rows import ChunkRows
 from lazyparams.transform.dead_code_elimination import DeadCodeElimination
+from lazyparams.transform.fuse_layout_cast import FuseLayoutCast
 from lazyparams.transform.kill_after_last_use import KillAfterLastUse
 from lazyparams.transform.lazy_get_input import LazyGetInput
 from lazyparams.transform.lazy_set_output import LazySetOutput
@@ -21,6 +22,7 @@ __all__ = [
     "ChunkRows",
     "DeadCodeElimination",
     "FunctionPass",
+    "FuseLayoutCast",
     "KillAfterLastUse",
     "LazyGetInput",
     "LazySetOutput",

@@ -3,12 +3,12 @@ apart, and the outputs they hand off, so the whole chain can run one block of ro
 
 A chain starts at `x = get_item(i)` and holds every binding reading one of its values, each of
 which must be: a step (`astype`; `add`, `subtract`, `multiply`, `divide` of chain values and
-constants; `permute_dims`; `quantize_int8` along the split axis; `quantize_int4` of rows;
-`quantize_gguf` / `dequantize_gguf` split along any axis but the last; a tuple item or copy of
-a chain value), a hand-off `set_item(j, v)` or a `kill_object`. Every value has a
-*split axis*: block k of it comes from block k of the load along the load's split axis (rows, or
-the columns of a 2-D tensor, which a transpose turns into rows). Each handed-off value must
-split along its rows. Imports `ir`, `op` and `analysis`.
+constants; `permute_dims`; `layout_cast` of one tensor; `quantize_int8` along the split axis;
+`quantize_int4` of rows; `quantize_gguf` / `dequantize_gguf` split along any axis but the
+last; a tuple item or copy of a chain value), a hand-off `set_item(j, v)` or a `kill_object`.
+Every value has a *split axis*: block k of it comes from block k of the load along the load's
+split axis (rows, or the columns of a 2-D tensor, which a transpose turns into rows). Each
+handed-off value must split along its rows. Imports `ir`, `op` and `analysis`.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ ELEMENTWISE = frozenset({"add", "subtract", "multiply", "divide"})
 BLOCK_STEPS = frozenset({"quantize_gguf", "dequantize_gguf"})
 """GGML block (de)quantization: rows are independent, but a row's values share blocks."""
 STEP_OPS = ELEMENTWISE | BLOCK_STEPS | {"astype", "permute_dims", "quantize_int8", "quantize_int4"}
+STEP_OPS |= {"layout_cast"}  # of one tensor (no join): a permutation and a cast
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +258,7 @@ def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | 
         return split
     if name in BLOCK_STEPS:
         return split if split != _ndim(x) - 1 else None
-    if name == "permute_dims":
+    if name in ("permute_dims", "layout_cast"):
         return permutation(value, split)
     if name == "quantize_int8":
         channel = value.attrs.get("axis", 0) % _ndim(x)

@@ -1,4 +1,5 @@
-"""The standard pipeline: schedule for memory, make lazy, kill after last use, as one Sequential.
+"""The standard pipeline: fuse layout chains, schedule for memory, make lazy, kill after last
+use, as one Sequential.
 
 Everything above the passes (the engine, the CLI, the benchmarks) compiles a transform module
 with it, so the predicted peak of its output is the one the VM meters. Imports `ir` and the
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from lazyparams.ir import Var
 from lazyparams.transform.base import Sequential
+from lazyparams.transform.fuse_layout_cast import FuseLayoutCast
 from lazyparams.transform.kill_after_last_use import KillAfterLastUse
 from lazyparams.transform.lazy_transform_params import LazyTransformParams
 from lazyparams.transform.schedule_for_memory import ScheduleForMemory
@@ -25,8 +27,10 @@ def standard_pipeline(
     sizes: Mapping[str, int] | None = None,
     strict: bool = True,
 ) -> Sequential:
-    """`ScheduleForMemory`, then `LazyTransformParams`, then `KillAfterLastUse`.
+    """`FuseLayoutCast`, `ScheduleForMemory`, then `LazyTransformParams`, then
+    `KillAfterLastUse`.
 
+    0. fuse each concat / permute_dims / astype chain into one op that moves the bytes once;
     1. reorder each transform function for the lowest lazy peak, merging repeated reads and
        moving each load right before its first use (`sizes` weighs symbolic dims);
     2. load each weight at its first read, hand each output off as soon as it exists;
@@ -38,6 +42,7 @@ def standard_pipeline(
     """
     return Sequential(
         [
+            FuseLayoutCast(func_names=func_names),
             ScheduleForMemory(sizes=sizes, func_names=func_names),
             LazyTransformParams(
                 fget_item=fget_item,

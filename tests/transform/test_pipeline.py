@@ -1,4 +1,4 @@
-"""The standard pipeline: schedule, lazy rewrite, kill after last use; its lazy functions peak
+"""The standard pipeline: fuse, schedule, lazy rewrite, kill after last use; its lazy functions peak
 at a memory that does not grow with the number of layers, exactly as predicted."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from lazyparams.analysis.memory_model import Callees
 from lazyparams.ir import Function, IRModule
 from lazyparams.runtime import VirtualMachine
 from lazyparams.transform import (
+    FuseLayoutCast,
     KillAfterLastUse,
     LazyTransformParams,
     ScheduleForMemory,
@@ -35,11 +36,11 @@ def predicted_peak(lazy: IRModule, eager: IRModule, **kwargs: Any) -> int:
     return estimate_peak_memory(func, inputs=inputs, **kwargs).peak_bytes
 
 
-def test_the_pipeline_is_schedule_then_lazy_then_kill() -> None:
+def test_the_pipeline_is_fuse_schedule_then_lazy_then_kill() -> None:
     pipeline = standard_pipeline()
     assert isinstance(pipeline, Sequential)
     kinds = [type(p) for p in pipeline.passes]
-    assert kinds == [ScheduleForMemory, LazyTransformParams, KillAfterLastUse]
+    assert kinds == [FuseLayoutCast, ScheduleForMemory, LazyTransformParams, KillAfterLastUse]
 
 
 def test_the_seed_module_goes_through_the_pipeline() -> None:

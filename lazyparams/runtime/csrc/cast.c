@@ -1,6 +1,6 @@
-/* Casts: float32 to float16, bfloat16 and the float8 formats, rounding half to even with
- * numpy's and ml_dtypes' NaN rules, and table lookups for 1- and 2-byte sources (tables those
- * libraries computed). */
+/* Casts: float32 to float16 and bfloat16 (and to the float8 formats, through float8.c),
+ * rounding half to even with numpy's and ml_dtypes' NaN rules, and table lookups for 1- and
+ * 2-byte sources (tables those libraries computed). */
 #include "native.h"
 
 /* float32 to float16 bits, rounding half to even as numpy does, NaN payloads included:
@@ -100,38 +100,12 @@ static void f32_to_bf16(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
     f32_to_bf16_portable(x, out, n);
 }
 
-/* float32 to the bits of an 8-bit float with `man` mantissa bits and exponent bias `bias`,
- * rounding half to even as ml_dtypes does. Normal results take one integer add, as for
- * float16; subnormal ones are rounded by adding the power of two whose float32 spacing is the
- * format's subnormal step. float8_e4m3fn (`finite`) has no infinity: what rounds past 448 is
- * its NaN; float8_e5m2 rounds to infinity there, and makes every NaN its quiet NaN. */
-static inline uint8_t small_float_bits(uint32_t b, const int man, const int bias,
-                                       const int finite) {
-    uint32_t sign = (b >> 24) & 0x80u, mag = b & 0x7FFFFFFFu, shift = 23u - (uint32_t)man;
-    uint32_t normal = (mag + ((uint32_t)(bias - 127) << 23) + ((1u << (shift - 1)) - 1u) +
-                       ((mag >> shift) & 1u)) >> shift;
-    uint32_t magic = (uint32_t)(1 - bias - man + 23 + 127) << 23;
-    uint32_t sub = f32_bits(bits_f32(mag) + bits_f32(magic)) - magic;
-    /* Selections by masks, not branches, so that the loop vectorizes. */
-    uint32_t small = 0u - (uint32_t)(mag < ((uint32_t)(1 - bias + 127) << 23));
-    uint32_t r = (sub & small) | (normal & ~small);
-    if (finite) {
-        uint32_t nan = 0u - (uint32_t)((mag >= 0x7F800000u) | (r > 0x7Eu));
-        r = (0x7Fu & nan) | (r & ~nan);
-    } else {
-        uint32_t nan = 0u - (uint32_t)(mag > 0x7F800000u);
-        uint32_t inf = (0u - (uint32_t)((mag == 0x7F800000u) | (r >= 0x7Cu))) & ~nan;
-        r = (0x7Eu & nan) | (0x7Cu & inf) | (r & ~(nan | inf));
-    }
-    return (uint8_t)(sign | r);
+static void f32_to_e4m3fn(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
+    lp_f32_to_float8(x, out, n, 1);  /* float8.c */
 }
 
-LP_CLONES static void f32_to_e4m3fn(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = small_float_bits(x[i], 3, 7, 1);
-}
-
-LP_CLONES static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = small_float_bits(x[i], 2, 15, 0);
+static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
+    lp_f32_to_float8(x, out, n, 0);
 }
 
 /* Casts from the 16-bit floats ------------------------------------------------------------ */
@@ -327,6 +301,22 @@ PyObject *lp_cast(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The lookup loop of an item size pair. */
+static void lookup_run(const void *x, Py_ssize_t s, void *out, Py_ssize_t t, const void *table,
+                       Py_ssize_t n) {
+    if (s == 1) {
+        if (t == 1) lookup_8_8(x, out, table, n);
+        else if (t == 2) lookup_8_16(x, out, table, n);
+        else if (t == 4) lookup_8_32(x, out, table, n);
+        else lookup_8_64(x, out, table, n);
+    } else {
+        if (t == 1) lookup_16_8(x, out, table, n);
+        else if (t == 2) lookup_16_16(x, out, table, n);
+        else if (t == 4) lookup_16_32(x, out, table, n);
+        else lookup_16_64(x, out, table, n);
+    }
+}
+
 const char lp_lookup_doc[] = PyDoc_STR(
              "lookup(x, out, table): out[i] = table[x[i]] for 1-D `x` of 1- or 2-byte codes\n"
              "and a table of one entry per code, of out's item size (1, 2, 4 or 8 bytes).");
@@ -352,18 +342,41 @@ PyObject *lp_lookup(PyObject *self, PyObject *args) {
     const void *x = b[0].view.buf, *table = b[2].view.buf;
     void *out = b[1].view.buf;
     Py_BEGIN_ALLOW_THREADS
-    if (s == 1) {
-        if (t == 1) lookup_8_8(x, out, table, n);
-        else if (t == 2) lookup_8_16(x, out, table, n);
-        else if (t == 4) lookup_8_32(x, out, table, n);
-        else lookup_8_64(x, out, table, n);
-    } else {
-        if (t == 1) lookup_16_8(x, out, table, n);
-        else if (t == 2) lookup_16_16(x, out, table, n);
-        else if (t == 4) lookup_16_32(x, out, table, n);
-        else lookup_16_64(x, out, table, n);
-    }
+    lookup_run(x, s, out, t, table, n);
     Py_END_ALLOW_THREADS
     lp_release(b, 3);
     Py_RETURN_NONE;
+}
+
+/* Conversions by kind, for the loops of other files (the transposes) ---------------------- */
+
+const char *const LP_CONVERT_NAMES[LP_CONVERT_KINDS] = {
+    "", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+    "bfloat16>float32", "bfloat16>float16", "float16>float32", "float16>bfloat16", "lookup",
+    "float8_e4m3fn>float32", "float8_e5m2>float32",
+};
+
+/* The kind of a conversion name (float32 sources by their target's name, the 16-bit ones by
+ * `cast16`'s), or -1. */
+int lp_convert_kind(const char *name) {
+    for (int i = 0; i < LP_CONVERT_KINDS; i++) {
+        if (strcmp(name, LP_CONVERT_NAMES[i]) == 0) return i;
+    }
+    return -1;
+}
+
+/* `n` elements of `in_size` bytes at `x` converted into `out` (`out_size` bytes each). */
+void lp_convert(const LpConvert *conv, const void *x, Py_ssize_t in_size, void *out,
+                Py_ssize_t out_size, Py_ssize_t n) {
+    switch (conv->kind) {
+    case LP_CONVERT_COPY: memcpy(out, x, (size_t)(n * out_size)); break;
+    case 1: f32_to_f16(x, out, n); break;
+    case 2: f32_to_bf16(x, out, n); break;
+    case 3: f32_to_e4m3fn(x, out, n); break;
+    case 4: f32_to_e5m2(x, out, n); break;
+    case LP_CONVERT_LOOKUP: lookup_run(x, in_size, out, out_size, conv->table, n); break;
+    case 10: lp_float8_to_f32(x, out, n, 1, conv->table); break;
+    case 11: lp_float8_to_f32(x, out, n, 0, conv->table); break;
+    default: cast16(conv->kind - 5, x, out, n);
+    }
 }

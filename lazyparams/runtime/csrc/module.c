@@ -84,6 +84,7 @@ static PyMethodDef methods[] = {
     {"cast", lp_cast, METH_VARARGS, lp_cast_doc},
     {"lookup", lp_lookup, METH_VARARGS, lp_lookup_doc},
     {"cast16", lp_cast16, METH_VARARGS, lp_cast16_doc},
+    {"cast8", lp_cast8, METH_VARARGS, lp_cast8_doc},
     {"use_f16c", use_f16c, METH_O, "use_f16c(on): use the CPU's float16 conversions or not."},
     {"quantize_int8", lp_quantize_int8, METH_VARARGS, lp_quantize_int8_doc},
     {"quantize_int4", lp_quantize_int4, METH_VARARGS, lp_quantize_int4_doc},

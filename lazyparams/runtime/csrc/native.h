@@ -80,11 +80,35 @@ static inline float bits_f32(uint32_t b) {
     return f;
 }
 
+/* A conversion of runs of elements, as the transposes apply it while they gather a tile:
+ * `kind` is one of LP_CONVERT_NAMES (0: a plain copy), `table` the entry of every code for
+ * the table lookup of 1- and 2-byte sources. cast.c defines them. */
+typedef struct {
+    int kind;
+    const void *table;
+} LpConvert;
+
+#define LP_CONVERT_COPY 0
+#define LP_CONVERT_LOOKUP 9 /* this kind and the float8 ones after it read `table` */
+#define LP_CONVERT_KINDS 12
+extern const char *const LP_CONVERT_NAMES[LP_CONVERT_KINDS];
+int lp_convert_kind(const char *name);
+void lp_convert(const LpConvert *conv, const void *x, Py_ssize_t in_size, void *out,
+                Py_ssize_t out_size, Py_ssize_t n);
+
+/* The float8 loops of float8.c: `finite` picks float8_e4m3fn, else float8_e5m2; `table`
+ * is the float32 bits of every code. */
+void lp_f32_to_float8(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite);
+void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
+                      const uint32_t *table);
+
 /* The Python functions, with their docstrings. */
 PyObject *lp_transpose2d(PyObject *self, PyObject *args);
 PyObject *lp_cast(PyObject *self, PyObject *args);
 PyObject *lp_lookup(PyObject *self, PyObject *args);
 PyObject *lp_cast16(PyObject *self, PyObject *args);
+PyObject *lp_cast8(PyObject *self, PyObject *args); /* float8.c */
+extern const char lp_cast8_doc[];
 PyObject *lp_quantize_int8(PyObject *self, PyObject *args);
 PyObject *lp_quantize_int4(PyObject *self, PyObject *args);
 PyObject *lp_quantize_gguf_k(PyObject *self, PyObject *args);
