@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,7 +22,9 @@ from lazyparams.ir.describe import show_shape
 from lazyparams.ir.expr import Var
 from lazyparams.ir.prim import IntImm, PrimVar
 from lazyparams.ir.struct_info import TensorStructInfo, tensor
-from lazyparams.tir.nodes import Buffer, PrimFunc
+
+if TYPE_CHECKING:  # loaded by `call_tir`, so that a trace without TIR kernels needs no TIR
+    from lazyparams.tir.nodes import Buffer, PrimFunc
 
 Results = Tensor | tuple[Tensor, ...]
 
@@ -116,6 +118,8 @@ def call_tir(
     Output shapes and dtypes come from those buffers (symbolic dims resolved from the
     arguments); `out_shape`/`out_dtype` are needed only where a dim cannot be resolved.
     """
+    from lazyparams.tir.nodes import PrimFunc
+
     what = "call_tir"
     if not isinstance(func, PrimFunc):
         raise trace_error(what, f"expected a TIR PrimFunc, got {type(func).__name__}")
