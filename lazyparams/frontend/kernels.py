@@ -12,13 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from lazyparams import op
 from lazyparams.frontend.location import trace_error
 from lazyparams.frontend.tensor import Tensor, checked_dtype, operand, tensor_operand
 from lazyparams.frontend.tracer import Tracer, active_tracer, checked
 from lazyparams.ir.describe import show_shape
+from lazyparams.ir.dtype import is_integer
 from lazyparams.ir.expr import Var
 from lazyparams.ir.prim import IntImm, PrimVar
 from lazyparams.ir.struct_info import TensorStructInfo, tensor
@@ -30,9 +29,7 @@ Results = Tensor | tuple[Tensor, ...]
 
 
 def _is_shape(value: Any) -> bool:
-    return isinstance(value, (tuple, list)) and all(
-        isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in value
-    )
+    return isinstance(value, (tuple, list)) and all(is_integer(d) for d in value)
 
 
 def declared_outputs(out_shape: Any, out_dtype: Any, what: str) -> list[TensorStructInfo]:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.ir.expr import Function
 from lazyparams.ir.module import IRModule
@@ -37,6 +35,9 @@ from lazyparams.ir.structural_walk import (
     scalar_key,
     var_fields_ctx,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Equality ------------------------------------------------------------------------------------
 
