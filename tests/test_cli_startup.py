@@ -82,6 +82,44 @@ def test_plan_of_a_safetensors_checkpoint_needs_neither_ml_dtypes_nor_other_form
     assert formats.isdisjoint(result["all"])
 
 
+# what planning a recipe over a safetensors checkpoint never runs: numpy (no tensor is read),
+# the TIR and the checks of it, the passes the plan does not run, the script printer
+NOT_FOR_PLAN = (
+    "numpy",
+    "lazyparams.tir",
+    "lazyparams.analysis.well_formed",
+    "lazyparams.transform.lift_transform_params",
+    "lazyparams.transform.lazy_get_input",
+    "lazyparams.script",
+)
+
+
+def test_plan_of_a_safetensors_checkpoint_imports_neither_numpy_nor_the_tir(
+    tmp_path: Path,
+) -> None:
+    src = _header_only_bf16(tmp_path / "model.safetensors")
+    result = _imported_after(
+        ["plan", "cast:float16", str(src), "--json"], ["plan", "cast:float16", str(src)]
+    )
+    assert result["codes"] == [0, 0]
+    assert [name for name in NOT_FOR_PLAN if name in result["all"]] == []
+
+
+def test_the_names_made_lazy_still_import_from_their_packages() -> None:
+    code = (
+        "from lazyparams.analysis import liveness, well_formed, estimate_peak_memory\n"
+        "from lazyparams.transform import LiftTransformParams, LazyTransformParams\n"
+        "import lazyparams.analysis.liveness, lazyparams.analysis.well_formed, lazyparams.analysis\n"
+        "print(callable(lazyparams.analysis.liveness), callable(lazyparams.analysis.well_formed))\n"
+        "print(sorted(set(lazyparams.analysis.__all__) - set(dir(lazyparams.analysis))))\n"
+        "print(sorted(set(lazyparams.transform.__all__) - set(dir(lazyparams.transform))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split("\n")[:3] == ["True True", "[]", "[]"]
+
+
 def test_an_unknown_command_is_still_refused_with_the_list_of_commands(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -8,7 +8,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lazyparams.ir import Binding, Expr, ExprVisitor, Function, Var
+from lazyparams.ir import (
+    Binding,
+    Call,
+    Constant,
+    DataflowVar,
+    Expr,
+    ExprVisitor,
+    ExternFunc,
+    Function,
+    GlobalVar,
+    Op,
+    PrimValue,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
 
 RESULT = -2
 """`Liveness.last_use` value for vars still used by the function's result expression."""
@@ -36,9 +53,35 @@ class _UseCollector(ExprVisitor):
 def used_vars(expr: Expr) -> list[Var]:
     """The vars `expr` reads, in order of first appearance (nested functions are not entered;
     an If reads what its condition and branches read from outside them)."""
-    collector = _UseCollector()
+    uses: dict[Var, None] = {}
+    if _flat_uses(expr, uses):
+        return list(uses)
+    collector = _UseCollector()  # an If, a SeqExpr or a function: vars of their own inside
     collector.visit_expr(expr)
     return list(collector.uses)
+
+
+_VARS = frozenset((Var, DataflowVar))
+_LEAVES = frozenset((Constant, PrimValue, ShapeExpr, StringImm, ExternFunc, GlobalVar, Op))
+
+
+def _flat_uses(expr: Expr, uses: dict[Var, None]) -> bool:
+    """Add the vars `expr` reads to `uses`, in order, where it binds none of its own (calls,
+    tuples and leaves: nearly every binding); False, `uses` then being partial, otherwise.
+    The visitor's walk, without its per-node dispatch."""
+    kind = type(expr)  # exact types, as the visitor dispatches on them
+    if kind in _VARS and isinstance(expr, Var):
+        uses[expr] = None
+        return True
+    if kind in _LEAVES:
+        return True
+    if kind is Call and isinstance(expr, Call):
+        return _flat_uses(expr.op, uses) and all(_flat_uses(a, uses) for a in expr.args)
+    if kind is Tuple and isinstance(expr, Tuple):
+        return all(_flat_uses(item, uses) for item in expr.fields)
+    if kind is TupleGetItem and isinstance(expr, TupleGetItem):
+        return _flat_uses(expr.tuple_value, uses)
+    return False
 
 
 @dataclass(frozen=True, slots=True)

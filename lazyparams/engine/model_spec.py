@@ -35,9 +35,6 @@ from lazyparams.ir import (
 )
 from lazyparams.ir.fresh_vars import substitute_prim_vars
 from lazyparams.ir.prim import IntImm, PrimExpr, PrimVar
-from lazyparams.transform import LiftTransformParams
-from lazyparams.transform.lift_plan import SUFFIX
-from lazyparams.transform.lift_shared import SHARED_NAME, shared_candidates
 from lazyparams.transform.to_non_dataflow import to_non_dataflow
 from lazyparams.transform.util import prim_vars
 
@@ -51,6 +48,11 @@ class ModelSpec:
 
     def traced(self, source: CheckpointSource, func_name: str) -> IRModule:
         """The traced form (one function `func_name` over every tensor of `source`)."""
+        # the lifting passes load here, so that a recipe or a Python SPEC never pays for them
+        from lazyparams.transform.lift_plan import SUFFIX
+        from lazyparams.transform.lift_shared import SHARED_NAME, shared_candidates
+        from lazyparams.transform.lift_transform_params import LiftTransformParams
+
         models = shared_candidates(self.module, True, "model SPEC")
         if not models:
             raise ConvertError(

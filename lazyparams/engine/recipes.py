@@ -8,7 +8,6 @@ expression or a Python file defining `transform(params)`. Imports the frontend o
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import os
 import re
@@ -245,6 +244,8 @@ def recipe(expression: str) -> Recipe:
 def _step(part: str, expression: str) -> Step:
     name, colon, argument = part.partition(":")
     if name not in _STEPS:
+        import difflib  # for the refusal only
+
         close = difflib.get_close_matches(name, RECIPE_NAMES, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         known = ", ".join([*(_USAGE.get(n, n) for n in RECIPE_NAMES), "gguf[:TYPE] (alone)"])

@@ -7,7 +7,6 @@ Binary units (KiB, MiB, GiB, TiB, and the bare K, M, G, T) are powers of 1024; d
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 
 from lazyparams.analysis.memory import format_bytes
 from lazyparams.errors import ConvertError
@@ -46,6 +45,8 @@ def parse_size(text: str | int, what: str = "size") -> int:
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
         raise ConvertError(f"{what}: expected a size like 512MiB, 4GiB or 5GB, got {text!r}")
+    from decimal import Decimal  # exact for "1.5GiB"; loaded by the sizes given only
+
     return int(Decimal(match.group(1)) * _UNITS[unit])
 
 

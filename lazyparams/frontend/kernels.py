@@ -10,27 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from lazyparams import op
 from lazyparams.frontend.location import trace_error
 from lazyparams.frontend.tensor import Tensor, checked_dtype, operand, tensor_operand
 from lazyparams.frontend.tracer import Tracer, active_tracer, checked
 from lazyparams.ir.describe import show_shape
+from lazyparams.ir.dtype import is_integer
 from lazyparams.ir.expr import Var
 from lazyparams.ir.prim import IntImm, PrimVar
 from lazyparams.ir.struct_info import TensorStructInfo, tensor
-from lazyparams.tir.nodes import Buffer, PrimFunc
+
+if TYPE_CHECKING:  # loaded by `call_tir`, so that a trace without TIR kernels needs no TIR
+    from lazyparams.tir.nodes import Buffer, PrimFunc
 
 Results = Tensor | tuple[Tensor, ...]
 
 
 def _is_shape(value: Any) -> bool:
-    return isinstance(value, (tuple, list)) and all(
-        isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in value
-    )
+    return isinstance(value, (tuple, list)) and all(is_integer(d) for d in value)
 
 
 def declared_outputs(out_shape: Any, out_dtype: Any, what: str) -> list[TensorStructInfo]:
@@ -116,6 +115,8 @@ def call_tir(
     Output shapes and dtypes come from those buffers (symbolic dims resolved from the
     arguments); `out_shape`/`out_dtype` are needed only where a dim cannot be resolved.
     """
+    from lazyparams.tir.nodes import PrimFunc
+
     what = "call_tir"
     if not isinstance(func, PrimFunc):
         raise trace_error(what, f"expected a TIR PrimFunc, got {type(func).__name__}")

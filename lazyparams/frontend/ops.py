@@ -11,8 +11,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from lazyparams.frontend.kernels import call_tir, numpy_kernel
 from lazyparams.frontend.location import trace_error
 from lazyparams.frontend.tensor import (
@@ -24,14 +22,14 @@ from lazyparams.frontend.tensor import (
     tensor_operand,
 )
 from lazyparams.frontend.tracer import Tracer, active_tracer
-from lazyparams.ir.dtype import is_block, is_float, to_numpy
+from lazyparams.ir.dtype import is_block, is_float, is_integer, to_numpy
 from lazyparams.ir.expr import Tuple
 from lazyparams.op.gguf import DEQUANTIZED_DTYPES
 
 
 def _axis(axis: Any, ndim: int, what: str) -> int:
     """`axis` as a non-negative int below `ndim`, or a located error."""
-    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+    if not is_integer(axis):
         raise trace_error(what, f"expected an integer axis, got {axis!r}")
     if not -ndim <= axis < ndim:
         raise trace_error(what, f"expected an axis in [{-ndim}, {ndim}), got {axis}")
@@ -41,7 +39,7 @@ def _axis(axis: Any, ndim: int, what: str) -> int:
 def _ints(values: Any, what: str, name: str) -> tuple[int, ...]:
     """A sequence of Python ints (numpy ints accepted), or a located error."""
     seq = values if isinstance(values, (tuple, list)) else (values,)
-    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in seq):
+    if not all(is_integer(v) for v in seq):
         raise trace_error(what, f"expected {name} as integers, got {values!r}")
     return tuple(int(v) for v in seq)
 
@@ -139,6 +137,8 @@ concatenate = concat
 
 def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     """numpy.stack: join tensors of one shape along a new axis."""
+    import numpy as np
+
     tracer, first = _first_tensor(tensors, "stack")
     shapes = {np.shape(t) if not isinstance(t, Tensor) else t.shape for t in tensors}
     if len(shapes) != 1:
@@ -155,8 +155,8 @@ def split(x: Tensor, indices_or_sections: int | Sequence[int], axis: int = 0) ->
     at = _axis(axis, x.ndim, "split")
     dim = x.shape[at]
     sections: int | tuple[int, ...]
-    if isinstance(indices_or_sections, (int, np.integer)):
-        count = int(indices_or_sections)
+    if isinstance(indices_or_sections, int) or is_integer(indices_or_sections):
+        count = int(indices_or_sections)  # type: ignore[arg-type]
         if count <= 0 or dim % count:
             raise trace_error(
                 "split", f"expected sections dividing axis {at} of size {dim}, got {count}"
@@ -181,6 +181,8 @@ def _split_indices(indices: Sequence[int], dim: int) -> tuple[int, ...]:
 
 def take(x: Tensor, indices: Any, axis: int | None = None) -> Tensor:
     """numpy.take: gather along `axis` (the flattened tensor when None) by int indices."""
+    import numpy as np
+
     x = tensor_operand(x, "take")
     if axis is None:
         x, axis = reshape(x, (x.size,)), 0
@@ -335,6 +337,8 @@ def _filled(op: str, shape: int | Sequence[int], dtype: object) -> Tensor:
 
 def constant(value: Any, dtype: object = None) -> Tensor:
     """A numpy array (or nested lists with a dtype) as a tensor bound once in the function."""
+    import numpy as np
+
     tracer = active_tracer("constant")
     np_dtype = None if dtype is None else to_numpy(checked_dtype(dtype, "constant"))
     expr = constant_expr(np.asarray(value, dtype=np_dtype), "constant")

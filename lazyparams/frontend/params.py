@@ -11,12 +11,11 @@ import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn
 
-import numpy as np
-
 from lazyparams.frontend.location import trace_error
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.frontend.tracer import InputSpec, Tracer
 from lazyparams.frontend.values import BadValue, dtype_name
+from lazyparams.ir.dtype import is_integer
 
 
 def input_specs(inputs: Any) -> list[InputSpec]:
@@ -53,9 +52,7 @@ def _spec(name: object, value: Any) -> InputSpec:
     else:
         raise trace_error("trace", f"input {name!r}: expected (shape, dtype), got {value!r}")
     dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if not all(
-        isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims
-    ):
+    if not all(is_integer(d) and d >= 0 for d in dims):
         raise trace_error(
             "trace", f"input {name!r}: expected a shape of non-negative ints, got {shape!r}"
         )

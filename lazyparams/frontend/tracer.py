@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lazyparams.errors import LazyParamsError, StructInfoError, TraceError
 from lazyparams.frontend.location import trace_error
@@ -23,7 +23,9 @@ from lazyparams.ir.expr import Call, Expr, GlobalVar, TupleGetItem, Var, VarBind
 from lazyparams.ir.infer import is_pure_call, struct_info_of
 from lazyparams.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, tensor
 from lazyparams.op import typed_call
-from lazyparams.tir.nodes import PrimFunc
+
+if TYPE_CHECKING:  # a trace without call_tir needs no TIR
+    from lazyparams.tir.nodes import PrimFunc
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,12 +6,14 @@ code computes on arrays. Imports `ir` only.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
+import sys
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.errors import StructInfoError
 from lazyparams.ir.dtype import DTYPES, canonical_dtype, from_numpy, is_float, to_numpy
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class BadValue(Exception):
@@ -23,7 +25,7 @@ def dtype_name(dtype: object) -> str:
     try:
         if isinstance(dtype, str):
             return canonical_dtype(dtype)
-        return from_numpy(np.dtype(dtype))  # type: ignore[call-overload]
+        return from_numpy(dtype)  # type: ignore[arg-type]
     except (StructInfoError, TypeError) as err:
         raise BadValue(f"expected a dtype ({', '.join(DTYPES)}), got {dtype!r}") from err
 
@@ -47,7 +49,9 @@ class DType(str):
 
 def is_scalar(value: object) -> bool:
     """True for the Python and numpy scalars arithmetic accepts as an operand."""
-    return isinstance(value, (bool, int, float, np.generic))
+    np = sys.modules.get("numpy")  # a numpy scalar exists only once numpy is imported
+    numpy_scalar = np is not None and isinstance(value, np.generic)
+    return isinstance(value, (bool, int, float)) or numpy_scalar
 
 
 def scalar_array(value: object, dtype: str) -> np.ndarray[Any, Any]:
@@ -56,6 +60,8 @@ def scalar_array(value: object, dtype: str) -> np.ndarray[Any, Any]:
     A Python number takes the tensor's dtype (numpy's weak scalars) and must fit it; a numpy
     scalar keeps its own dtype, as numpy would.
     """
+    import numpy as np
+
     if isinstance(value, np.generic):
         return np.asarray(value)
     if dtype == "bool" and not isinstance(value, bool):
@@ -75,6 +81,8 @@ def scalar_array(value: object, dtype: str) -> np.ndarray[Any, Any]:
 
 def constant_array(value: object) -> np.ndarray[Any, Any]:
     """A numpy array or scalar as an array with an IR dtype (an output or a constant operand)."""
+    import numpy as np
+
     if not isinstance(value, (np.ndarray, np.generic)):
         raise BadValue(f"expected a numpy array, got {type(value).__name__}")
     array = np.asarray(value)

@@ -12,10 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, Any, Protocol, Self, runtime_checkable
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeAlias, runtime_checkable
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.dtypes import (
@@ -30,7 +27,10 @@ from lazyparams.io.dtypes import (
 from lazyparams.io.filemap import map_array
 from lazyparams.io.partial import RowLedger, check_cols, check_rows, gather_cols, rows_offset
 
-Array = NDArray[Any]
+if TYPE_CHECKING:  # numpy loads with the first tensor read or written: planning needs none
+    from numpy.typing import NDArray
+
+Array: TypeAlias = "NDArray[Any]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +298,8 @@ class SinkBase:
 
     def _accept(self, name: str, array: Array) -> Array:
         """Validate one write and mark the name written; returns the array in native byte order."""
+        import numpy as np
+
         self._require_open()
         array = np.asarray(array)
         check_declared(self.path, self.infos, name, array)

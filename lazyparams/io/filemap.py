@@ -17,19 +17,21 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import numpy as np
-from numpy.lib.stride_tricks import as_strided
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from lazyparams.errors import CheckpointError
 
-Array = NDArray[Any]
+if TYPE_CHECKING:  # numpy loads with the first array mapped or written: planning needs none
+    import numpy as np
+    from numpy.typing import NDArray
+
+Array: TypeAlias = "NDArray[Any]"
 
 
 def strided_view(elements: Array, shape: tuple[int, ...], strides: tuple[int, ...]) -> Array:
     """A read-only view of the 1-D `elements` with the given shape and element strides."""
+    from numpy.lib.stride_tricks import as_strided
+
     dtype = elements.dtype
     byte_strides = tuple(s * dtype.itemsize for s in strides)
     # as_strided cannot carry ml_dtypes types, so stride the raw bits and reinterpret after
@@ -58,6 +60,8 @@ def map_array(
     `strides` are in elements (C order when None). The array is a zero-copy view when `offset`
     suits the dtype's alignment, and an aligned copy otherwise.
     """
+    import numpy as np
+
     count = math.prod(shape) if strides is None else strided_extent(shape, strides)
     if count == 0:
         return _frozen(np.empty(shape, dtype))
@@ -72,6 +76,8 @@ def map_array(
 
 def _map_bytes(fd: int, offset: int, length: int, path: str) -> Array:
     """`length` bytes at `offset` as a read-only uint8 array backed by a private mapping."""
+    import numpy as np
+
     start = offset - offset % mmap.ALLOCATIONGRANULARITY
     size = os.fstat(fd).st_size
     if offset + length > size:
@@ -115,6 +121,8 @@ def write_array_at(fd: int, array: Array, offset: int) -> None:
     `WRITE_BEHIND_BYTES`); an error the disk reports on the way raises OSError here, as a
     failed write does.
     """
+    import numpy as np
+
     data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
     pacer = _pacer_of(fd) if len(data) >= WRITEBACK_MIN_BYTES else None
     source = _mapped_source(array)

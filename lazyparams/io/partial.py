@@ -12,18 +12,17 @@ import bisect
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.dtypes import dtype_name, holds, is_block, numpy_dtype, storage_shape
 
 if TYPE_CHECKING:  # base imports this module for the sources' and sinks' partial I/O
+    from numpy.typing import NDArray
+
     from lazyparams.io.base import TensorInfo
 
-Array = NDArray[Any]
+Array: TypeAlias = "NDArray[Any]"
 
 BAND_BYTES = 8 * 1024 * 1024
 """Bytes of whole rows mapped at a time while a column block is gathered."""
@@ -64,6 +63,8 @@ def check_cols(info: TensorInfo, start: object, stop: object, where: str) -> tup
 def _check_range(
     info: TensorInfo, extent: int, start: object, stop: object, what: str, where: str
 ) -> tuple[int, int]:
+    import numpy as np
+
     bounds = (start, stop)
     if not all(isinstance(b, int | np.integer) and not isinstance(b, bool) for b in bounds):
         raise CheckpointError(
@@ -84,6 +85,8 @@ def gather_cols(
     """Columns [start, stop) of a 2-D tensor as a new C-ordered array, gathered from bands of
     whole rows that `rows(r0, r1)` reads, so that no more of the input than the block itself
     (and at most `BAND_BYTES`) is touched at a time."""
+    import numpy as np
+
     count = info.shape[0]
     out = np.empty((count, stop - start), numpy_dtype(info.dtype))
     band = max(1, min(BAND_BYTES, out.nbytes) // max(1, row_nbytes(info)))
@@ -99,6 +102,8 @@ def gather_cols(
 def load_rows(source: Any, name: str, start: int, stop: int) -> Array:
     """Rows [start, stop) of tensor `name` of any source: its own `load_rows` where it has one,
     else a slice of `load` (cheap for memory-mapped sources, a whole read for the others)."""
+    import numpy as np
+
     method = getattr(source, "load_rows", None)
     if callable(method):
         return method(name, start, stop)  # type: ignore[no-any-return]
@@ -178,6 +183,8 @@ class RowLedger:
 
     def claim(self, name: str, start: object, array: Array) -> Array:
         """Validate a block of rows and reserve its range; returns it in native byte order."""
+        import numpy as np
+
         info = self._declared(name)
         block = _as_block(np.asarray(array), info, self.path)
         first, end = check_rows(info, start, _stop(start, block), self.path)
@@ -226,6 +233,8 @@ class RowLedger:
 def _stop(start: object, block: Array) -> object:
     """Where a block of rows at `start` ends (None when `start` is no int: `check_rows` then
     refuses it by name)."""
+    import numpy as np
+
     if isinstance(start, int | np.integer) and not isinstance(start, bool):
         return int(start) + block.shape[0]
     return None

@@ -2,18 +2,22 @@
 
 Dtypes are plain strings in Relax's spelling ("float32", "bfloat16", "int4", ...), and GGML's
 block types ("q8_0", "q4_k", ...; see `lazyparams.block_types`), held in memory as uint8 blocks.
-numpy and ml_dtypes supply the in-memory types; nothing else is imported.
+numpy and ml_dtypes supply the in-memory types, each imported on first need: naming, sizing
+and planning never need them.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from lazyparams.block_types import BLOCK_TYPES, BlockType
 from lazyparams.errors import StructInfoError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _BITS: dict[str, int] = {
     "float64": 64,
@@ -34,33 +38,42 @@ _BITS: dict[str, int] = {
     "bool": 8,
 }
 
-_NUMPY: dict[str, np.dtype[np.generic]] = {
-    "float64": np.dtype(np.float64),
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-    "int64": np.dtype(np.int64),
-    "int32": np.dtype(np.int32),
-    "int16": np.dtype(np.int16),
-    "int8": np.dtype(np.int8),
-    "uint64": np.dtype(np.uint64),
-    "uint32": np.dtype(np.uint32),
-    "uint16": np.dtype(np.uint16),
-    "uint8": np.dtype(np.uint8),
-    "bool": np.dtype(np.bool_),
-}
-
-# ml_dtypes' types, added to `_NUMPY` on first need: importing ml_dtypes costs more than the
-# rest of the start-up, and tracing and planning never need it
+# numpy's element types, filled on first need; ml_dtypes' types join them later still, since
+# importing ml_dtypes costs more than the rest of the start-up
+_NUMPY: dict[str, np.dtype[np.generic]] = {}
+_PLAIN = (
+    *("float64", "float32", "float16", "int64", "int32", "int16", "int8"),
+    *("uint64", "uint32", "uint16", "uint8", "bool"),
+)
 _EXTENSION = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "int4")
+
+
+def _plain_types() -> dict[str, np.dtype[np.generic]]:
+    """numpy's own dtypes the IR has (numpy imported here, once)."""
+    if not _NUMPY:
+        import numpy as np
+
+        _NUMPY.update({name: np.dtype(name) for name in _PLAIN})
+    return _NUMPY
 
 
 def _numpy_types() -> dict[str, np.dtype[np.generic]]:
     """Every numpy dtype the IR has, ml_dtypes' ones included (imported here, once)."""
-    if _EXTENSION[0] not in _NUMPY:
+    if _EXTENSION[0] not in _plain_types():
         import ml_dtypes
+        import numpy as np
 
         _NUMPY.update({name: np.dtype(getattr(ml_dtypes, name)) for name in _EXTENSION})
     return _NUMPY
+
+
+def is_integer(value: object) -> bool:
+    """Whether `value` is a Python or numpy integer (bools are not). numpy is not imported for
+    it: a numpy value can exist only once numpy has been."""
+    if isinstance(value, int):
+        return not isinstance(value, bool)
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.integer)
 
 
 _ALIASES = {
@@ -137,9 +150,10 @@ def is_int(dtype: str) -> bool:
 def to_numpy(dtype: str) -> np.dtype[np.generic]:
     """The numpy dtype that holds values of `dtype` in memory (uint8 for block types)."""
     name = canonical_dtype(dtype)
+    known = _plain_types()
     if name in BLOCK_TYPES:
-        return _NUMPY["uint8"]
-    return _NUMPY[name] if name in _NUMPY else _numpy_types()[name]
+        return known["uint8"]
+    return known[name] if name in known else _numpy_types()[name]
 
 
 def storage_shape(dtype: str, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -151,8 +165,11 @@ def storage_shape(dtype: str, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def from_numpy(dtype: np.dtype[np.generic] | type) -> str:
     """The IR dtype name of a numpy dtype, or raise if the IR has no such dtype."""
+    import numpy as np
+
     np_dtype = np.dtype(dtype)
-    known = _NUMPY if np_dtype in _NUMPY.values() else _numpy_types()
+    known = _plain_types()
+    known = known if np_dtype in known.values() else _numpy_types()
     for name, candidate in known.items():
         if candidate == np_dtype:
             return name

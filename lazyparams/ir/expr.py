@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.ir.prim import PrimExpr, as_prim
 from lazyparams.ir.struct_info import StructInfo
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Expr:

@@ -13,10 +13,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from lazyparams.ir.expr import Function
 from lazyparams.ir.prim import PrimExpr, PrimVar
+from lazyparams.ir.structural_walk import is_array
 
 
 def with_fresh_prim_vars(func: Function) -> Function:
@@ -62,7 +61,7 @@ class _Substituter:
     def visit(self, node: Any) -> Any:
         if isinstance(node, PrimVar):
             return self.mapping.get(node, node)
-        if isinstance(node, (str, int, float, bool, np.ndarray)) or node is None:
+        if isinstance(node, (str, int, float, bool)) or node is None or is_array(node):
             return node
         if isinstance(node, tuple):
             items = tuple(self.visit(i) for i in node)

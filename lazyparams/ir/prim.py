@@ -106,7 +106,11 @@ class StringImm(PrimExpr):
 
 @dataclass(frozen=True, slots=True)
 class BinaryOp(PrimExpr):
-    """Base of two-operand nodes; `symbol` is the infix spelling, or None for a call spelling."""
+    """Base of two-operand nodes; `symbol` is the infix spelling, or None for a call spelling.
+
+    Its subclasses add no fields, so they are not dataclasses of their own: they inherit these
+    methods (equality checks the class too), and a dataclass each would cost more start-up
+    than the rest of this module."""
 
     a: PrimExpr
     b: PrimExpr
@@ -118,96 +122,97 @@ class BinaryOp(PrimExpr):
         return self.a.dtype
 
 
-@dataclass(frozen=True, slots=True)
 class Add(BinaryOp):
+    __slots__ = ()
     symbol = "+"
 
 
-@dataclass(frozen=True, slots=True)
 class Sub(BinaryOp):
+    __slots__ = ()
     symbol = "-"
 
 
-@dataclass(frozen=True, slots=True)
 class Mul(BinaryOp):
+    __slots__ = ()
     symbol = "*"
 
 
-@dataclass(frozen=True, slots=True)
 class Div(BinaryOp):
     """True division (floats)."""
 
+    __slots__ = ()
     symbol = "/"
 
 
-@dataclass(frozen=True, slots=True)
 class FloorDiv(BinaryOp):
+    __slots__ = ()
     symbol = "//"
     script_name = "floordiv"
 
 
-@dataclass(frozen=True, slots=True)
 class FloorMod(BinaryOp):
+    __slots__ = ()
     symbol = "%"
     script_name = "floormod"
 
 
-@dataclass(frozen=True, slots=True)
 class Min(BinaryOp):
+    __slots__ = ()
     script_name = "min"
 
 
-@dataclass(frozen=True, slots=True)
 class Max(BinaryOp):
+    __slots__ = ()
     script_name = "max"
 
 
-@dataclass(frozen=True, slots=True)
 class CmpOp(BinaryOp):
     """Base of comparisons and logical connectives; their dtype is bool."""
+
+    __slots__ = ()
 
     @property
     def dtype(self) -> str:
         return "bool"
 
 
-@dataclass(frozen=True, slots=True)
 class EQ(CmpOp):
+    __slots__ = ()
     symbol = "=="
 
 
-@dataclass(frozen=True, slots=True)
 class NE(CmpOp):
+    __slots__ = ()
     symbol = "!="
 
 
-@dataclass(frozen=True, slots=True)
 class LT(CmpOp):
+    __slots__ = ()
     symbol = "<"
 
 
-@dataclass(frozen=True, slots=True)
 class LE(CmpOp):
+    __slots__ = ()
     symbol = "<="
 
 
-@dataclass(frozen=True, slots=True)
 class GT(CmpOp):
+    __slots__ = ()
     symbol = ">"
 
 
-@dataclass(frozen=True, slots=True)
 class GE(CmpOp):
+    __slots__ = ()
     symbol = ">="
 
 
-@dataclass(frozen=True, slots=True)
 class And(CmpOp):
+    __slots__ = ()
     symbol = "and"
 
 
-@dataclass(frozen=True, slots=True)
 class Or(CmpOp):
+    __slots__ = ()
     symbol = "or"
 
 

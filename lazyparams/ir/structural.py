@@ -8,12 +8,9 @@ no deep recursion. Imports numpy and the other `ir` modules only.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.ir.expr import Function
 from lazyparams.ir.module import IRModule
@@ -37,6 +34,9 @@ from lazyparams.ir.structural_walk import (
     scalar_key,
     var_fields_ctx,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Equality ------------------------------------------------------------------------------------
 
@@ -246,6 +246,8 @@ class _Hasher:
         stack: list[Any] = [root]
         while stack:
             self._step(stack.pop(), stack)
+        import hashlib  # here: comparing and planning need no hashes
+
         digest = hashlib.blake2b(repr(self.tokens).encode(), digest_size=8).digest()
         return int.from_bytes(digest, "little")
 
@@ -261,6 +263,8 @@ class _Hasher:
             tokens.append(("map", tuple(scalar_key(k) for k in keys)))
             stack.extend(node[k] for k in reversed(keys))
         elif kind == ARRAY:
+            import hashlib
+
             data = hashlib.blake2b(array_bytes(node), digest_size=16).hexdigest()
             tokens.append(("array", array_key(node), data))
         elif kind == MODULE:

@@ -8,15 +8,17 @@ get exact, hashable keys. Imports numpy and the other `ir` modules only.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.errors import LazyParamsError
 from lazyparams.ir.module import IRModule
 from lazyparams.ir.struct_info import ObjectStructInfo
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Binding contexts a value is met in. USE: a reference. DEF: a var is defined here (its own
 # fields, such as its struct info, are references). DEF_SIG: a var is defined here and symbolic
@@ -50,7 +52,6 @@ _KINDS: dict[type, int] = {
     **dict.fromkeys((type(None), bool, int, float, str, bytes), SCALAR),
     tuple: SEQUENCE,
     list: SEQUENCE,
-    np.ndarray: ARRAY,
     IRModule: MODULE,
 }
 
@@ -59,12 +60,13 @@ def kind_of(cls: type) -> int:
     """The dispatch kind of a type (subclasses of builtins included), cached."""
     kind = _KINDS.get(cls)
     if kind is None:
-        kind = NODE
-        bases = ((Mapping, MAPPING), (np.generic, SCALAR), (tuple, SEQUENCE), (_NUMBERS, SCALAR))
-        for base, base_kind in bases:
-            if issubclass(cls, base):
-                kind = base_kind
-                break
+        kind = _numpy_kind(cls)
+        if kind is None:
+            kind = NODE
+            for base, base_kind in ((Mapping, MAPPING), (tuple, SEQUENCE), (_NUMBERS, SCALAR)):
+                if issubclass(cls, base):
+                    kind = base_kind
+                    break
         _KINDS[cls] = kind
     return kind
 
@@ -121,6 +123,23 @@ def var_fields_ctx(ctx: int) -> int:
     return SIG if ctx in (DEF_SIG, SIG) else USE
 
 
+def _numpy_kind(cls: type) -> int | None:
+    """ARRAY for numpy's arrays, SCALAR for its scalars, None for other types. numpy is not
+    imported for it: its types exist only once it has been."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    if cls is np.ndarray:
+        return ARRAY
+    return SCALAR if issubclass(cls, np.generic) else None
+
+
+def is_array(value: object) -> bool:
+    """Whether `value` is a numpy array (without importing numpy)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.ndarray)
+
+
 def scalar_key(value: Any) -> tuple[str, Any]:
     """An exact, hashable key of a leaf value: floats by bits (so -0.0 != 0.0, NaN == NaN)."""
     if isinstance(value, float):
@@ -130,7 +149,9 @@ def scalar_key(value: Any) -> tuple[str, Any]:
 
 def leaf_key(value: Any) -> tuple[str, Any]:
     """The key of a scalar leaf; numpy scalars count as the Python numbers they hold."""
-    return scalar_key(value.item() if isinstance(value, np.generic) else value)
+    np = sys.modules.get("numpy")
+    numpy_scalar = np is not None and isinstance(value, np.generic)
+    return scalar_key(value.item() if numpy_scalar else value)
 
 
 def array_key(array: np.ndarray[Any, Any]) -> tuple[str, tuple[int, ...]]:
@@ -140,4 +161,6 @@ def array_key(array: np.ndarray[Any, Any]) -> tuple[str, tuple[int, ...]]:
 
 def array_bytes(array: np.ndarray[Any, Any]) -> bytes:
     """A constant's data in C order, for comparing and hashing."""
+    import numpy as np
+
     return np.ascontiguousarray(array).tobytes()

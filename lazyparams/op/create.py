@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from lazyparams.ir.describe import show_shape
 from lazyparams.ir.dtype import from_numpy, is_dtype, to_numpy
 from lazyparams.ir.expr import Call, Constant, PrimValue, ShapeExpr
@@ -59,6 +57,8 @@ def const(value: Any, dtype: str | None = None) -> Constant:
     Without a dtype an array keeps its own; a Python bool is bool, an int int32 and a float
     float32, as Relax has it.
     """
+    import numpy as np
+
     target = _const_dtype(value, dtype)
     try:
         data = np.asarray(value, dtype=to_numpy(target))
@@ -68,6 +68,8 @@ def const(value: Any, dtype: str | None = None) -> Constant:
 
 
 def _const_dtype(value: Any, dtype: str | None) -> str:
+    import numpy as np
+
     if dtype is not None:
         if not is_dtype(dtype):
             fail("const", f"expected a dtype name, got {dtype!r}")

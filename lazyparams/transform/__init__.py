@@ -1,21 +1,46 @@
 """Passes over IRModules, one module per pass; every pass maps a module to a new module.
 
-Imports `ir`, `tir`, `op` and `analysis`.
+Imports `ir`, `tir`, `op` and `analysis`, each pass's module on first use of its name, so that
+planning a checkpoint loads only the passes it runs.
 """
 
-from lazyparams.transform.base import FunctionPass, Pass, Sequential
-from lazyparams.transform.bundle_model_params import BundleModelParams
-from lazyparams.transform.chunk_rows import ChunkRows
-from lazyparams.transform.dead_code_elimination import DeadCodeElimination
-from lazyparams.transform.fuse_layout_cast import FuseLayoutCast
-from lazyparams.transform.kill_after_last_use import KillAfterLastUse
-from lazyparams.transform.lazy_get_input import LazyGetInput
-from lazyparams.transform.lazy_set_output import LazySetOutput
-from lazyparams.transform.lazy_transform_params import LazyTransformParams
-from lazyparams.transform.lift_transform_params import LiftTransformParams
-from lazyparams.transform.pipeline import standard_pipeline
-from lazyparams.transform.schedule_for_memory import ScheduleForMemory
-from lazyparams.transform.to_non_dataflow import ToNonDataflow
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lazyparams.transform.base import FunctionPass, Pass, Sequential
+    from lazyparams.transform.bundle_model_params import BundleModelParams
+    from lazyparams.transform.chunk_rows import ChunkRows
+    from lazyparams.transform.dead_code_elimination import DeadCodeElimination
+    from lazyparams.transform.fuse_layout_cast import FuseLayoutCast
+    from lazyparams.transform.kill_after_last_use import KillAfterLastUse
+    from lazyparams.transform.lazy_get_input import LazyGetInput
+    from lazyparams.transform.lazy_set_output import LazySetOutput
+    from lazyparams.transform.lazy_transform_params import LazyTransformParams
+    from lazyparams.transform.lift_transform_params import LiftTransformParams
+    from lazyparams.transform.pipeline import standard_pipeline
+    from lazyparams.transform.schedule_for_memory import ScheduleForMemory
+    from lazyparams.transform.to_non_dataflow import ToNonDataflow
+
+_MODULE_OF: dict[str, str] = {
+    "FunctionPass": "base",
+    "Pass": "base",
+    "Sequential": "base",
+    "BundleModelParams": "bundle_model_params",
+    "ChunkRows": "chunk_rows",
+    "DeadCodeElimination": "dead_code_elimination",
+    "FuseLayoutCast": "fuse_layout_cast",
+    "KillAfterLastUse": "kill_after_last_use",
+    "LazyGetInput": "lazy_get_input",
+    "LazySetOutput": "lazy_set_output",
+    "LazyTransformParams": "lazy_transform_params",
+    "LiftTransformParams": "lift_transform_params",
+    "standard_pipeline": "pipeline",
+    "ScheduleForMemory": "schedule_for_memory",
+    "ToNonDataflow": "to_non_dataflow",
+}
 
 __all__ = [
     "BundleModelParams",
@@ -34,3 +59,16 @@ __all__ = [
     "ToNonDataflow",
     "standard_pipeline",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use."""
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'lazyparams.transform' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"lazyparams.transform.{_MODULE_OF[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})

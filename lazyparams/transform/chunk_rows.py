@@ -23,8 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
-import numpy as np
-
 from lazyparams.analysis.memory import estimate_peak_memory
 from lazyparams.analysis.memory_model import is_kill
 from lazyparams.errors import LazyParamsError, TransformError
@@ -216,5 +214,7 @@ def _block_const(
     axis = const_axis(arg, out.ndim, split, length)
     if axis < 0:
         return arg
+    import numpy as np  # loaded already: the constant holds an array
+
     cut = (slice(None),) * axis + (slice(*bounds),)
     return Constant(np.ascontiguousarray(arg.data[cut]))

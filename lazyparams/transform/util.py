@@ -118,20 +118,41 @@ def prim_vars(obj: Any) -> list[PrimVar]:
     return list(found)
 
 
-def _collect_prim_vars(obj: Any, found: dict[PrimVar, None]) -> None:
-    if isinstance(obj, PrimVar):
-        found[obj] = None
-    elif isinstance(obj, Var | Op | ExternFunc | IntImm | str | int | float | bool) or obj is None:
-        return  # an IntImm (most dims) holds no var: skip walking its fields
-    elif isinstance(obj, PrimExpr | StructInfo | Expr | Binding | BindingBlock) and (
-        dataclasses.is_dataclass(obj)
+# how `_collect_prim_vars` walks a value of each type, decided once per type
+_VAR, _LEAF, _NODE, _MAPPING, _SEQUENCE = range(5)
+_WALK_OF: dict[type, tuple[int, tuple[str, ...]]] = {}
+
+
+def _walk_of(cls: type) -> tuple[int, tuple[str, ...]]:
+    """How to walk a value of type `cls`, with the fields to enter for a node."""
+    if issubclass(cls, PrimVar):
+        return _VAR, ()
+    if issubclass(cls, Var | Op | ExternFunc | IntImm | str | int | float | bool | type(None)):
+        return _LEAF, ()  # an IntImm (most dims) holds no var: skip walking its fields
+    if issubclass(cls, PrimExpr | StructInfo | Expr | Binding | BindingBlock) and (
+        dataclasses.is_dataclass(cls)
     ):  # bindings and blocks: those of an If's branches
-        for f in dataclasses.fields(obj):
-            _collect_prim_vars(getattr(obj, f.name), found)
-    elif isinstance(obj, dict):
+        return _NODE, tuple(f.name for f in dataclasses.fields(cls))
+    if issubclass(cls, dict):
+        return _MAPPING, ()
+    return (_SEQUENCE if issubclass(cls, tuple | list) else _LEAF), ()
+
+
+def _collect_prim_vars(obj: Any, found: dict[PrimVar, None]) -> None:
+    cls = type(obj)
+    walk = _WALK_OF.get(cls)
+    if walk is None:
+        walk = _WALK_OF[cls] = _walk_of(cls)
+    kind, names = walk
+    if kind == _VAR:
+        found[obj] = None
+    elif kind == _NODE:
+        for name in names:
+            _collect_prim_vars(getattr(obj, name), found)
+    elif kind == _MAPPING:
         for value in obj.values():
             _collect_prim_vars(value, found)
-    elif isinstance(obj, tuple | list):
+    elif kind == _SEQUENCE:
         for item in obj:
             _collect_prim_vars(item, found)
 
