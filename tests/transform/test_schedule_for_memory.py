@@ -27,6 +27,7 @@ from lazyparams.ir import (
 from lazyparams.script import ir as I
 from lazyparams.script import relax as R
 from lazyparams.transform import (
+    FuseLayoutCast,
     KillAfterLastUse,
     LazyTransformParams,
     ScheduleForMemory,
@@ -339,7 +340,9 @@ def check_schedule(mod: IRModule) -> None:
     unscheduled = Sequential([LazyTransformParams(), KillAfterLastUse()])(mod)[FUNC_NAME]
     piped = standard_pipeline()(mod)[FUNC_NAME]
     assert isinstance(unscheduled, Function) and isinstance(piped, Function)
-    assert estimate_peak_memory(piped, inputs=inputs).peak_bytes == lazy_peak(after)
+    fused = ScheduleForMemory()(FuseLayoutCast()(mod))  # the pipeline fuses, then schedules
+    assert estimate_peak_memory(piped, inputs=inputs).peak_bytes == lazy_peak(fused)
+    assert lazy_peak(fused) <= lazy_peak(after)  # fusing never raises the peak
     assert lazy_peak(after) <= estimate_peak_memory(unscheduled, inputs=inputs).peak_bytes
 
 
