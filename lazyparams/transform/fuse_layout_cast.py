@@ -2,8 +2,10 @@
 kernel writes each part, permuted and cast, straight into the output.
 
 A chain is fused when each of its intermediates is read only by the next op of the chain, in
-the same block: `astype(concat(parts))`, `concat` of parts each cast alike, `astype` of a
-`permute_dims` (or the reverse), and any mix of them with at most one cast. The result is
+the same block: `astype(concat(parts))`, `astype` of a `permute_dims` (or the reverse), a
+`concat` of weights each cast alike to a dtype at least as wide, and any mix of them with at
+most one cast. A narrowing cast of a part, or a cast of a computed part, stays before the join:
+fused, the join would hold the wide parts, or a part for longer, with its output. The result is
 bit-identical (a cast is elementwise; joining and permuting only move elements) and holds no
 intermediate, so the predicted peak never rises. Imports `ir`, `op` and `analysis`.
 """
@@ -23,11 +25,12 @@ from lazyparams.ir import (
     SeqExpr,
     TensorStructInfo,
     Tuple,
+    TupleGetItem,
     Var,
     VarBinding,
     struct_info_of,
 )
-from lazyparams.ir.dtype import is_block
+from lazyparams.ir.dtype import bits, is_block
 from lazyparams.op import layout_cast
 from lazyparams.op.base import attr
 from lazyparams.transform.base import NamedFunctionPass
@@ -64,7 +67,8 @@ class FuseLayoutCast(NamedFunctionPass):
 
     def transform_function(self, name: str, func: Function) -> Function:
         readers = _readers(func)
-        blocks = tuple(_fuse_block(block, readers) for block in func.body.blocks)
+        loads = _single_loads(func, readers)
+        blocks = tuple(_fuse_block(block, readers, loads) for block in func.body.blocks)
         if all(new is old for new, old in zip(blocks, func.body.blocks, strict=True)):
             return func
         body = SeqExpr(blocks, func.body.body)
@@ -79,7 +83,20 @@ def _readers(func: Function) -> Counter[Var]:
     return counts
 
 
-def _fuse_block(block: BindingBlock, readers: Counter[Var]) -> BindingBlock:
+def _single_loads(func: Function, readers: Counter[Var]) -> frozenset[Var]:
+    """Vars bound to an item of a param (a weight's load, lazily read where it is used) that
+    one expression reads: a join can take in their casts without holding them any longer."""
+    params = set(func.params)
+    return frozenset(
+        b.var
+        for b in func.bindings()
+        if isinstance(b.value, TupleGetItem)
+        and b.value.tuple_value in params
+        and readers[b.var] == 1
+    )
+
+
+def _fuse_block(block: BindingBlock, readers: Counter[Var], loads: frozenset[Var]) -> BindingBlock:
     """The block with each chain's end bound to its fused call and its intermediates gone.
 
     1. walk the bindings in order, growing the chain ending at each var from its operand's;
@@ -88,7 +105,7 @@ def _fuse_block(block: BindingBlock, readers: Counter[Var]) -> BindingBlock:
     """
     chains: dict[Var, _Fused] = {}
     for binding in block.bindings:
-        grown = _grow(binding, chains, readers)
+        grown = _grow(binding, chains, readers, loads)
         if grown is not None:
             chains[binding.var] = grown
     absorbed = frozenset().union(*(c.absorbed for c in chains.values()))
@@ -111,13 +128,15 @@ def _rebound(binding: Binding, chain: _Fused | None) -> Binding:
     return VarBinding(binding.var, call)
 
 
-def _grow(binding: Binding, chains: dict[Var, _Fused], readers: Counter[Var]) -> _Fused | None:
+def _grow(
+    binding: Binding, chains: dict[Var, _Fused], readers: Counter[Var], loads: frozenset[Var]
+) -> _Fused | None:
     """The chain ending at `binding`'s var, or None where its value is no chain op."""
     value = binding.value
     if not isinstance(binding, VarBinding) or not isinstance(value, Call):
         return None
     if is_op_call(value, "concat"):
-        return _joined(value, chains, readers)
+        return _joined(value, chains, readers, loads)
     x = value.args[0] if value.args else None
     if not isinstance(x, Var) or not (
         is_op_call(value, "astype") or is_op_call(value, "permute_dims")
@@ -146,9 +165,12 @@ def _operand_chain(x: Var, chains: dict[Var, _Fused], readers: Counter[Var]) -> 
     return _Fused.of(x)
 
 
-def _joined(call: Call, chains: dict[Var, _Fused], readers: Counter[Var]) -> _Fused | None:
+def _joined(
+    call: Call, chains: dict[Var, _Fused], readers: Counter[Var], loads: frozenset[Var]
+) -> _Fused | None:
     """The chain of a `concat` of var fields, each field's own cast (all to one dtype) taken
-    in; other chains of its fields stay apart (a permuted part would need its own layout)."""
+    in where that cannot raise the peak (`_absorbable`); other chains of its fields stay apart
+    (a permuted part would need its own layout)."""
     fields = call.args[0]
     if not isinstance(fields, Tuple) or not all(isinstance(f, Var) for f in fields.fields):
         return None
@@ -158,7 +180,7 @@ def _joined(call: Call, chains: dict[Var, _Fused], readers: Counter[Var]) -> _Fu
     for field in fields.fields:
         assert isinstance(field, Var)
         found = chains.get(field)
-        if found is not None and _plain_cast(found) and readers[field] == 1:
+        if found is not None and readers[field] == 1 and _absorbable(found, loads):
             parts.append(found.parts[0])
             absorbed.add(field)
             casts.add(str(found.dtype))
@@ -171,6 +193,18 @@ def _joined(call: Call, chains: dict[Var, _Fused], readers: Counter[Var]) -> _Fu
     dtype = casts.pop() if casts else None
     ops = 1 + (1 if absorbed else 0)
     return _Fused(tuple(parts), axis, first.axes, dtype, frozenset(absorbed), ops)
+
+
+def _absorbable(chain: _Fused, loads: frozenset[Var]) -> bool:
+    """Whether a join may take in a part's cast without raising the peak: the chain is one
+    cast of a weight's load read only there (so the load comes right before the fused join,
+    not held longer), to items as wide or wider (the join holds the parts as they are, not as
+    they are cast)."""
+    if not _plain_cast(chain) or chain.parts[0] not in loads:
+        return False
+    sinfo = struct_info_of(chain.parts[0])
+    assert isinstance(sinfo, TensorStructInfo) and chain.dtype is not None
+    return bits(chain.dtype) >= bits(sinfo.dtype)
 
 
 def _plain_cast(chain: _Fused) -> bool:
