@@ -8,8 +8,9 @@ a command loads only the formats it reads and writes.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from lazyparams.lazy_names import lazy_attribute, lazy_dir
 
 if TYPE_CHECKING:
     from lazyparams.io.base import (
@@ -98,12 +99,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """A public name, imported from its module on first use."""
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module 'lazyparams.io' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"lazyparams.io.{_MODULE_OF[name]}"), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _MODULE_OF, name)
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULE_OF})
+    return lazy_dir(globals(), _MODULE_OF)
