@@ -51,14 +51,18 @@ def _infer_concat(call: Call) -> TensorStructInfo:
     shapes = [p.shape for p in parts]
     if any(s is None for s in shapes):
         return TensorStructInfo(None, dtype, ranks[0])
-    dims = [_concat_dim(axis, i, [s[i] for s in shapes if s is not None]) for i in range(ranks[0])]
+    dims = [
+        joined_dim("concat", axis, i, [s[i] for s in shapes if s is not None])
+        for i in range(ranks[0])
+    ]
     if any(d is None for d in dims):
         return TensorStructInfo(None, dtype, ranks[0])
     return TensorStructInfo(tuple(d for d in dims if d is not None), dtype)
 
 
-def _concat_dim(axis: int, i: int, dims: list[PrimExpr]) -> PrimExpr | None:
-    """Dim `i` of the result: the sum on `axis`, the common dim elsewhere (None if unprovable)."""
+def joined_dim(op: str, axis: int, i: int, dims: list[PrimExpr]) -> PrimExpr | None:
+    """Dim `i` of tensors joined along `axis` (by `op`, named in errors): the sum on `axis`,
+    the common dim elsewhere (None if unprovable)."""
     if i == axis:
         total = dims[0]
         for d in dims[1:]:
@@ -67,7 +71,7 @@ def _concat_dim(axis: int, i: int, dims: list[PrimExpr]) -> PrimExpr | None:
     for d in dims[1:]:
         if dims_differ(d, dims[0]):
             fail(
-                "concat",
+                op,
                 f"expected tensors whose dims off axis {axis} agree, got {show_dim(dims[0])} "
                 f"and {show_dim(d)} on axis {i}",
             )

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lazyparams.ir.describe import show_dim
 from lazyparams.ir.dtype import is_block
 from lazyparams.ir.expr import Call, Expr, Tuple
 from lazyparams.ir.op_registry import OpParam
-from lazyparams.ir.prim import PrimExpr
 from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
 from lazyparams.op.base import (
     OpDef,
@@ -31,7 +29,7 @@ from lazyparams.op.base import (
     tensor_operand,
     tuple_operand,
 )
-from lazyparams.op.dims import dims_differ, dims_equal, simplify
+from lazyparams.op.index import joined_dim
 
 NAME = "layout_cast"
 
@@ -66,28 +64,10 @@ def _infer_layout_cast(call: Call) -> TensorStructInfo:
     shapes = [p.shape for p in parts]
     if any(s is None for s in shapes):
         return TensorStructInfo(None, dtype, ndim)
-    dims = [_joined_dim(axis, i, [s[i] for s in shapes if s is not None]) for i in range(ndim)]
+    dims = [joined_dim(NAME, axis, i, [s[i] for s in shapes if s is not None]) for i in range(ndim)]
     if any(d is None for d in dims):
         return TensorStructInfo(None, dtype, ndim)
     return TensorStructInfo(tuple(dims[a] for a in order), dtype)  # type: ignore[misc]
-
-
-def _joined_dim(axis: int, i: int, dims: list[PrimExpr]) -> PrimExpr | None:
-    """Dim `i` of the joined tensor: the sum on `axis`, the common dim elsewhere (None where
-    it cannot be proven common)."""
-    if i == axis:
-        total = dims[0]
-        for d in dims[1:]:
-            total = total + d
-        return simplify(total)
-    for d in dims[1:]:
-        if dims_differ(d, dims[0]):
-            fail(
-                NAME,
-                f"expected tensors whose dims off axis {axis} agree, got {show_dim(dims[0])} "
-                f"and {show_dim(d)} on axis {i}",
-            )
-    return dims[0] if all(dims_equal(d, dims[0]) for d in dims[1:]) else None
 
 
 def layout_cast(
