@@ -6,7 +6,7 @@ Frozen slotted dataclasses; every node compares by identity (`is`), structure is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -187,6 +187,18 @@ class If(Expr):
             branch = getattr(self, name)
             if not isinstance(branch, SeqExpr):
                 object.__setattr__(self, name, SeqExpr((), branch))
+
+    def with_branches(self, rewrite: Callable[[SeqExpr], SeqExpr], cond: Expr | None = None) -> If:
+        """This If with each branch rewritten (and `cond`, if given); itself when nothing
+        changed, so a pass can tell an untouched If by identity."""
+        true_branch, false_branch = rewrite(self.true_branch), rewrite(self.false_branch)
+        cond = self.cond if cond is None else cond
+        unchanged = (cond, true_branch, false_branch) == (
+            self.cond,
+            self.true_branch,
+            self.false_branch,
+        )
+        return self if unchanged else If(cond, true_branch, false_branch)
 
 
 PRIVATE = "private"

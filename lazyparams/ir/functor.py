@@ -217,12 +217,7 @@ class ExprMutator:
 
     def visit_if_(self, node: If) -> Expr:
         """The condition, then each branch rebuilt in a scope of its own."""
-        cond = self.visit_expr(node.cond)
-        true_branch = self.visit_branch(node.true_branch)
-        false_branch = self.visit_branch(node.false_branch)
-        if (cond, true_branch, false_branch) == (node.cond, node.true_branch, node.false_branch):
-            return node
-        return If(cond, true_branch, false_branch)
+        return node.with_branches(self.visit_branch, self.visit_expr(node.cond))
 
     def visit_branch(self, branch: SeqExpr) -> SeqExpr:
         """A branch of an If, its blocks built apart from the enclosing function's."""

@@ -111,11 +111,8 @@ def _eliminate_if(binding: Binding, mod: IRModule) -> Binding:
     value = binding.value
     if not isinstance(value, If):
         return binding
-    true_branch = _eliminate_seq(value.true_branch, mod)
-    false_branch = _eliminate_seq(value.false_branch, mod)
-    if true_branch is value.true_branch and false_branch is value.false_branch:
-        return binding
-    return VarBinding(binding.var, If(value.cond, true_branch, false_branch))
+    cleaned = value.with_branches(lambda branch: _eliminate_seq(branch, mod))
+    return binding if cleaned is value else VarBinding(binding.var, cleaned)
 
 
 def _removable(binding: Binding, mod: IRModule) -> bool:

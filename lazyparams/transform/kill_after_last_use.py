@@ -57,11 +57,9 @@ def _with_branch_kills(func: Function, handoff: frozenset[str]) -> Function:
         for binding in block.bindings:
             value = binding.value
             if isinstance(value, If):
-                true_branch = _branch_kills(value.true_branch, handoff)
-                false_branch = _branch_kills(value.false_branch, handoff)
-                if true_branch is not value.true_branch or false_branch is not value.false_branch:
-                    binding = VarBinding(binding.var, If(value.cond, true_branch, false_branch))
-                    changed = True
+                killed = value.with_branches(lambda branch: _branch_kills(branch, handoff))
+                if killed is not value:
+                    binding, changed = VarBinding(binding.var, killed), True
             bindings.append(binding)
         blocks.append(type(block)(tuple(bindings)))
     if not changed:

@@ -64,8 +64,7 @@ def _renamed(binding: Binding, mutator: ExprMutator) -> Binding:
     value = binding.value
     if isinstance(value, If):
         cond = mutator.visit_expr(value.cond)
-        branches = (_plain_seq(value.true_branch, mutator), _plain_seq(value.false_branch, mutator))
-        value = If(cond, *branches)
+        value = value.with_branches(lambda branch: _plain_seq(branch, mutator), cond)
     else:
         value = mutator.visit_expr(value)
     if isinstance(binding, MatchCast):
