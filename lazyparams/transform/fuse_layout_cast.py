@@ -1,13 +1,15 @@
 """FuseLayoutCast: chains of concat, permute_dims and astype become one `R.layout_cast`, whose
 kernel writes each part, permuted and cast, straight into the output.
 
-A chain is fused when each of its intermediates is read only by the next op of the chain, in
-the same block: `astype(concat(parts))`, `astype` of a `permute_dims` (or the reverse), a
-`concat` of weights each cast alike to a dtype at least as wide, and any mix of them with at
-most one cast. A narrowing cast of a part, or a cast of a computed part, stays before the join:
-fused, the join would hold the wide parts, or a part for longer, with its output. The result is
-bit-identical (a cast is elementwise; joining and permuting only move elements) and holds no
-intermediate, so the predicted peak never rises. Imports `ir`, `op` and `analysis`.
+A chain is fused when its parts are weights' loads each read only by it, and each of its
+intermediates is read only by the next op of the chain, in the same block:
+`astype(concat(parts))`, `astype` of a `permute_dims` (or the reverse), a `concat` of parts each
+cast alike to a dtype at least as wide, and any mix of them with at most one cast. A narrowing
+cast of a part stays before the join (fused, the join would hold the wide parts with its
+output); a computed part stays unfused (it would be held until the fused op, where the chain's
+first step frees it). The result is bit-identical (a cast is elementwise; joining and permuting
+only move elements) and holds no intermediate, so the predicted peak never rises. Imports `ir`,
+`op` and `analysis`.
 """
 
 from __future__ import annotations
@@ -85,7 +87,10 @@ def _readers(func: Function) -> Counter[Var]:
 
 def _single_loads(func: Function, readers: Counter[Var]) -> frozenset[Var]:
     """Vars bound to an item of a param (a weight's load, lazily read where it is used) that
-    one expression reads: a join can take in their casts without holding them any longer."""
+    one expression reads: the only parts a chain may start from. Such a part is loaded right
+    before the fused op and freed by it, as before the intermediates it no longer makes; a
+    computed part would be held until the fused op, where the unfused chain could free it
+    (and what it keeps alive) at its first step, and the schedule could raise the peak."""
     params = set(func.params)
     return frozenset(
         b.var
@@ -109,7 +114,11 @@ def _fuse_block(block: BindingBlock, readers: Counter[Var], loads: frozenset[Var
         if grown is not None:
             chains[binding.var] = grown
     absorbed = frozenset().union(*(c.absorbed for c in chains.values()))
-    ends = {v: c for v, c in chains.items() if c.ops >= 2 and v not in absorbed}
+    ends = {
+        v: c
+        for v, c in chains.items()
+        if c.ops >= 2 and v not in absorbed and loads.issuperset(c.parts)
+    }
     if not ends:
         return block
     dropped = frozenset().union(*(ends[v].absorbed for v in ends))
@@ -180,7 +189,7 @@ def _joined(
     for field in fields.fields:
         assert isinstance(field, Var)
         found = chains.get(field)
-        if found is not None and readers[field] == 1 and _absorbable(found, loads):
+        if found is not None and readers[field] == 1 and _absorbable(found):
             parts.append(found.parts[0])
             absorbed.add(field)
             casts.add(str(found.dtype))
@@ -195,12 +204,11 @@ def _joined(
     return _Fused(tuple(parts), axis, first.axes, dtype, frozenset(absorbed), ops)
 
 
-def _absorbable(chain: _Fused, loads: frozenset[Var]) -> bool:
+def _absorbable(chain: _Fused) -> bool:
     """Whether a join may take in a part's cast without raising the peak: the chain is one
-    cast of a weight's load read only there (so the load comes right before the fused join,
-    not held longer), to items as wide or wider (the join holds the parts as they are, not as
-    they are cast)."""
-    if not _plain_cast(chain) or chain.parts[0] not in loads:
+    cast, to items as wide or wider (the join holds the parts as they are, not as they are
+    cast)."""
+    if not _plain_cast(chain):
         return False
     sinfo = struct_info_of(chain.parts[0])
     assert isinstance(sinfo, TensorStructInfo) and chain.dtype is not None
