@@ -174,7 +174,8 @@ def cast(x: Array, dtype: np.dtype[Any]) -> Array:
 
 def cast_into(x: Array, out: Array) -> None:
     """Write `x` converted to `out.dtype` into `out` (same shape), as `astype` would."""
-    caster(x.dtype, out.dtype, x.size)(x, out)
+    if not native.cast(x, out):
+        _numpy_caster(x.dtype, out.dtype, x.size)(x, out)
 
 
 def caster(src: np.dtype[Any], dst: np.dtype[Any], size: int = CHUNK) -> Caster:

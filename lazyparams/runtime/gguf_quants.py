@@ -72,8 +72,11 @@ def _pieces(values: int, block: BlockType, whole: bool = False) -> int:
 
 
 def _compiled_legacy(type_name: str, dtype: np.dtype[Any]) -> bool:
-    """Whether the compiled legacy loops take float32 of `type_name` directly."""
-    return native.enabled() and type_name in gguf_legacy.TYPES and dtype == np.float32
+    """Whether the compiled legacy loops of `type_name` read `dtype` directly (float32, and
+    the 16-bit floats they convert as they go)."""
+    if not native.enabled() or type_name not in gguf_legacy.TYPES:
+        return False
+    return native.legacy_source_kind(dtype) is not None
 
 
 def _refuse_non_finite(chunk: Array, first: int, type_name: str) -> None:
@@ -94,8 +97,10 @@ def quantize_into(x: Array, type_name: str, out: Array) -> None:
         raise RuntimeExecError(f"expected a block type with a quantizer, got {type_name}")
     flat, dest = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
     legacy = type_name in gguf_legacy.TYPES  # writes in place and refuses NaN itself
-    step = _pieces(flat.size, block, _compiled_legacy(type_name, flat.dtype))
-    scratch = None if flat.dtype == np.float32 else np.empty(min(step, flat.size), np.float32)
+    whole = _compiled_legacy(type_name, flat.dtype)  # reads float32 and 16-bit floats itself
+    step = _pieces(flat.size, block, whole)
+    direct = whole or flat.dtype == np.float32
+    scratch = None if direct else np.empty(min(step, flat.size), np.float32)
     for first in range(0, flat.size, step):
         chunk = flat[first : first + step]
         if scratch is not None:  # one float32 buffer for every chunk, filled by the fast cast

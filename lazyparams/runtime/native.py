@@ -162,6 +162,7 @@ def cast(x: Array, out: Array) -> bool:
     return True
 
 
+@functools.cache  # per pair of dtypes: a cast of many chunks asks once a chunk
 def conversion(src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[str, Array | None] | None:
     """The compiled conversion from `src` to `dst` that gives numpy's (and ml_dtypes') bits:
     its kind (a `cast` or `cast16` kind, or 'lookup') and, for a lookup, the table; None
@@ -303,19 +304,35 @@ LEGACY_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")
 
 
 def quantize_legacy(type_name: str, rows: Array, out: Array) -> int | None:
-    """ggml's reference bytes of the float32 rows (rows, n) into `out` (rows, n / 32 * type
-    size, uint8): -1 when done, the index of the first 32-value block holding a NaN or
-    infinity (out then partial), or None when the compiled loop is off or cannot take them."""
+    """ggml's reference bytes of the rows (rows, n) into `out` (rows, n / 32 * type size,
+    uint8): -1 when done, the index of the first 32-value block holding a NaN or infinity
+    (out then partial), or None when the compiled loop is off or cannot take them. The rows
+    are float32, or 16-bit floats the loop converts to float32 (bit for bit as numpy) a few
+    blocks at a time: one call, the GIL released once, for a whole tensor."""
     if not enabled() or not hasattr(_module(), "quantize_legacy"):
         return None
-    if type_name not in LEGACY_TYPES or rows.dtype != F32 or out.dtype != np.uint8:
+    kind = legacy_source_kind(rows.dtype)
+    if type_name not in LEGACY_TYPES or kind is None or out.dtype != np.uint8:
         return None
     if not (_flat_layout(rows) and _flat_layout(out) and out.flags.writeable):
         return None
     if np.may_share_memory(rows, out) or rows.ndim != 2 or out.shape[0] != rows.shape[0]:
         return None
-    found: int = _module().quantize_legacy(type_name, rows.reshape(-1), out.reshape(-1))
+    flat = rows.reshape(-1) if kind == "" else _words(rows.reshape(-1))
+    found: int = _module().quantize_legacy(type_name, flat, out.reshape(-1), kind)
     return found
+
+
+@functools.cache
+def legacy_source_kind(dtype: np.dtype[Any]) -> str | None:
+    """How the compiled legacy quantizers read rows of `dtype`: '' for float32, the exact
+    `cast16` kind to float32 for the 16-bit floats, None for others."""
+    if dtype == F32:
+        return ""
+    kind = f"{dtype}>float32"
+    if kind in CAST16_KINDS and _cast16_agrees(kind):
+        return kind
+    return None
 
 
 def dequantize_legacy(type_name: str, q: Array, out: Array) -> bool:

@@ -179,6 +179,23 @@ def test_narrow_floats_are_widened_first(dtype: Any) -> None:
     assert np.array_equal(got, QUANTIZE["q8_0"](x.astype(F32)))
 
 
+@pytest.mark.parametrize("type_name", LEGACY)
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_narrow_floats_convert_inside_the_compiled_loop(type_name: str, dtype: Any) -> None:
+    """16-bit rows go to the compiled loop whole (it converts a group of blocks at a time):
+    the bytes of the float32 values, over groups and a tail; a NaN in a late group is found."""
+    x = (np.random.default_rng(7).standard_normal((3, 32 * 150)) * 4).astype(dtype)
+    want = QUANTIZE[type_name](x.astype(F32))
+    out = np.empty_like(want)
+    assert native.quantize_legacy(type_name, x, out) == (-1 if native.enabled() else None)
+    for compiled in (False, True):
+        with native.use_native(compiled):
+            assert np.array_equal(run_kernel("quantize_gguf", [x], {"type": type_name}), want)
+    x[2, 32 * 140 + 5] = np.nan
+    with pytest.raises(RuntimeExecError, match=f"flat index {2 * 32 * 150 + 32 * 140 + 5};"):
+        run_kernel("quantize_gguf", [x], {"type": type_name})
+
+
 def test_dequantize_to_narrow_floats_rounds_float32_values() -> None:
     q = QUANTIZE["q4_1"](random_rows(6))
     got = run_kernel("dequantize_gguf", [q], {"type": "q4_1", "dtype": "bfloat16"})
@@ -213,3 +230,19 @@ def test_kernel_refuses_bad_operands() -> None:
         run_kernel("dequantize_gguf", [np.zeros((2, 33), np.uint8)], {"type": "q8_0"})
     with pytest.raises(RuntimeExecError, match="with a quantizer, got iq2_xs"):
         run_kernel("quantize_gguf", [np.zeros((1, 256), F32)], {"type": "iq2_xs"})
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled extension is not built")
+def test_the_compiled_legacy_loop_refuses_bad_kinds_and_item_sizes() -> None:
+    """Called directly: a kind other than the 16-bit casts to float32, or items of another size
+    than the kind reads, raise ValueError naming what was expected."""
+    from lazyparams.runtime import _native
+
+    out = np.zeros(34, np.uint8)
+    with pytest.raises(ValueError, match="expected kind '', 'bfloat16>float32'"):
+        _native.quantize_legacy("q8_0", np.zeros(32, np.uint16), out, "float32>float16")
+    with pytest.raises(ValueError, match="expected"):
+        _native.quantize_legacy("q8_0", np.zeros(32, np.uint32), out, "bfloat16>float32")
+    with pytest.raises(ValueError, match="expected"):
+        _native.quantize_legacy("q8_0", np.zeros(32, np.uint16), out)
+    assert _native.quantize_legacy("q8_0", np.zeros(32, np.uint16), out, "float16>float32") == -1

@@ -284,39 +284,76 @@ static int legacy_index(const char *name) {
 }
 
 const char lp_quantize_legacy_doc[] = PyDoc_STR(
-    "quantize_legacy(type, x, out) -> int: ggml's reference bytes of the float32 values `x`\n"
-    "(1-D, a multiple of 32) into `out` (uint8, x.size / 32 * type size); -1 when done, else\n"
+    "quantize_legacy(type, x, out, kind='') -> int: ggml's reference bytes of the values `x`\n"
+    "(1-D, a multiple of 32; float32, or 16-bit floats converted to float32 by `kind`, a\n"
+    "`cast16` kind to float32) into `out` (uint8, x.size / 32 * type size); -1 when done, else\n"
     "the index of the first 32-value block holding a NaN or infinity (out is then partial),\n"
     "or -2 for a type it does not know.");
 
+/* Values a 16-bit source is converted at a time: 64 blocks, 8 KiB of float32 that stay in the
+ * L1 cache between the conversion and the quantizer. */
+#define GROUP_BLOCKS 64
+
+/* `fn` over `blocks` blocks of the 16-bit values `x`, converted by `conv` a group at a time:
+ * one call for a whole tensor, so the caller releases the GIL once, not once a chunk. */
+static Py_ssize_t converted_rows(RowsFn fn, const LpConvert *conv, const char *x, uint8_t *y,
+                                 Py_ssize_t blocks, Py_ssize_t size) {
+    float group[GROUP_BLOCKS * QK];
+    for (Py_ssize_t b = 0; b < blocks; b += GROUP_BLOCKS) {
+        Py_ssize_t count = blocks - b < GROUP_BLOCKS ? blocks - b : GROUP_BLOCKS;
+        lp_convert(conv, x + b * QK * 2, 2, group, 4, count * QK);
+        Py_ssize_t bad = fn(group, y + b * size, count);
+        if (bad >= 0) return b + bad;
+    }
+    return -1;
+}
+
+/* The conversion to float32 of 16-bit sources named `kind` ('' for float32 itself), or -1
+ * with an error set. */
+static int source_conversion(const char *kind, LpConvert *conv) {
+    conv->kind = lp_convert_kind(kind);
+    conv->table = NULL;
+    if (conv->kind == LP_CONVERT_COPY && kind[0] == '\0') return 0;
+    if (conv->kind > 0 && (strcmp(kind, "bfloat16>float32") == 0 ||
+                           strcmp(kind, "float16>float32") == 0)) {
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "expected kind '', 'bfloat16>float32' or 'float16>float32', "
+                 "got '%s'", kind);
+    return -1;
+}
+
 PyObject *lp_quantize_legacy(PyObject *self, PyObject *args) {
     PyObject *xo, *oo;
-    const char *name;
-    if (!PyArg_ParseTuple(args, "sOO", &name, &xo, &oo)) return NULL;
+    const char *name, *kind = "";
+    if (!PyArg_ParseTuple(args, "sOO|s", &name, &xo, &oo, &kind)) return NULL;
     int found = legacy_index(name);
     if (found < 0) return PyLong_FromSsize_t(-2);
+    LpConvert conv;
+    if (source_conversion(kind, &conv) < 0) return NULL;
+    Py_ssize_t isz = conv.kind == LP_CONVERT_COPY ? 4 : 2;
     Buf b[2];
     memset(b, 0, sizeof b);
-    if (lp_get_buf(xo, &b[0], 0, 1, 4, "x") < 0) {
+    if (lp_get_buf(xo, &b[0], 0, 1, isz, "x") < 0) {
         lp_release(b, 2);
         return NULL;
     }
-    Py_ssize_t n = b[0].view.shape[0];
+    Py_ssize_t n = b[0].view.shape[0], size = LEGACY[found].size;
     if (n % QK != 0) {
         lp_release(b, 2);
         PyErr_SetString(PyExc_ValueError, "expected x of a whole number of 32-value blocks");
         return NULL;
     }
-    if (lp_get_contiguous(oo, &b[1], 1, n / QK * LEGACY[found].size, "out") < 0) {
+    if (lp_get_contiguous(oo, &b[1], 1, n / QK * size, "out") < 0) {
         lp_release(b, 2);
         return NULL;
     }
     RowsFn fn = LEGACY[found].fn;
-    const float *x = b[0].view.buf;
+    const char *x = b[0].view.buf;
     uint8_t *y = b[1].view.buf;
     Py_ssize_t bad;
     Py_BEGIN_ALLOW_THREADS
-    bad = fn(x, y, n / QK);
+    bad = isz == 4 ? fn((const float *)x, y, n / QK) : converted_rows(fn, &conv, x, y, n / QK, size);
     Py_END_ALLOW_THREADS
     lp_release(b, 2);
     return PyLong_FromSsize_t(bad);
