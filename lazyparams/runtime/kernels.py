@@ -56,19 +56,38 @@ def run_kernel(name: str, operands: Sequence[Any], attrs: Mapping[str, Any]) -> 
 
 def owned(result: Any, inputs: Sequence[Array]) -> Any:
     """`result` with every array copied that would share memory with an input or pin a larger
-    buffer: a value has one owner, and dropping an input must release its memory."""
+    buffer: a value has one owner, and dropping an input must release its memory. A view of
+    the whole of an input's buffer (a reshape) is kept as it is where nothing can write that
+    buffer (a read-only load, or a kernel output from the pool): it pins no more than the
+    input did, and the meter counts it as a value of its own, as the memory model does, so
+    the bytes held never exceed the bytes counted."""
     if isinstance(result, tuple):
         return tuple(owned(r, inputs) for r in result)
     if not isinstance(result, np.ndarray):
         return result
+    root = _root(result)
+    if _passes_on(result, root, inputs):
+        return result
     shared = any(result is a or np.may_share_memory(result, a) for a in inputs)
-    root = result
-    while isinstance(root.base, np.ndarray):
-        root = root.base
     foreign = root.base is not None and not BUFFERS.owns(root)
     if shared or root.nbytes != result.nbytes or foreign:
         return result.copy()
     return result
+
+
+def _passes_on(result: Array, root: Array, inputs: Sequence[Array]) -> bool:
+    """Whether `result` views the whole buffer `root` of an input that nothing writes: the
+    buffer then passes on to it, uncopied."""
+    if root.nbytes != result.nbytes or not any(_root(a) is root for a in inputs):
+        return False
+    return not root.flags.writeable or BUFFERS.owns(root)
+
+
+def _root(array: Array) -> Array:
+    """The array at the bottom of `array`'s chain of views: the one holding its buffer."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
 
 
 def _norm_axis(axis: int, ndim: int) -> int:

@@ -14,6 +14,7 @@ from lazyparams.errors import RuntimeExecError
 from lazyparams.ir.op_registry import registered_ops
 from lazyparams.runtime import KERNELS, fast, native, quant, run_kernel
 from lazyparams.runtime.check import VM_OPS
+from lazyparams.runtime.pool import BUFFERS
 
 RNG = np.random.default_rng(7)
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -112,6 +113,28 @@ def test_results_never_share_memory_with_operands() -> None:
             for operand in ops:
                 for arr in operand if isinstance(operand, tuple) else (operand,):
                     assert not np.may_share_memory(leaf, arr), name
+
+
+HALF = {"axes": (0,), "begin": (1,), "end": (99,), "strides": None}
+
+
+def test_a_reshape_of_a_buffer_nothing_writes_passes_it_on() -> None:
+    """A view of the whole of a read-only or pool-served operand is not copied; a view of part
+    of one, or of a writeable array from outside, still is."""
+    frozen = _x(64, 32)
+    frozen.flags.writeable = False
+    with BUFFERS.watch(lambda: 1 << 30):
+        pooled = BUFFERS.empty((1024, 512), np.float32)
+        pooled[...] = 1
+        for operand in (frozen, pooled):
+            whole = run_kernel("reshape", [operand], {"shape": (operand.shape[1], -1)})
+            assert np.shares_memory(whole, operand)
+            np.testing.assert_array_equal(whole, operand.reshape(operand.shape[1], -1))
+            half = run_kernel("strided_slice", [operand], HALF)
+            assert not np.may_share_memory(half, operand)
+    writeable = _x(64, 32)
+    copied = run_kernel("reshape", [writeable], {"shape": (32, 64)})
+    assert not np.may_share_memory(copied, writeable)
 
 
 # Quantization: oracles written from the op conventions, element by element where it is clearer.
