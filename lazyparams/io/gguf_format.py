@@ -3,7 +3,8 @@
 Element types (F32, F16, BF16, F64, I8-I64) and GGML's block types (Q8_0, Q4_K, IQ2_XS, ...,
 see `lazyparams.block_types`) are read and written; a block-typed tensor moves as its raw
 blocks (uint8 rows, its logical shape in the header). GGUF stores dimensions innermost first,
-which both directions reverse into numpy order. Imports numpy, gguf and the io layer only.
+which both directions reverse into numpy order. The head is packed by `gguf_header`. Imports
+gguf and the io layer only.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from gguf import GGMLQuantizationType, GGUFWriter
+from gguf import GGMLQuantizationType
 
 from lazyparams.block_types import BLOCK_TYPES
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo, open_binary
-from lazyparams.io.dtypes import is_block, numpy_dtype, storage_shape
+from lazyparams.io.dtypes import numpy_dtype, storage_shape
 from lazyparams.io.filemap import map_array, write_array_at
+from lazyparams.io.gguf_header import TableEntry, head_bytes, pad
 from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata
 from lazyparams.io.gguf_reader import read_gguf_header
 from lazyparams.io.gguf_split import SplitPosition, plan_gguf_parts, split_position
@@ -186,25 +187,18 @@ def lay_out_gguf(
 ) -> tuple[dict[str, int], int]:
     """Write a GGUF file's header and tensor table to `path` and size the file for its data;
     returns each tensor's data offset and the file's size (the data is left to the caller)."""
-    writer = metadata.writer(path)
-    for info in infos:
-        dtype, ggml = numpy_dtype(info.dtype), _GGML_OF[info.dtype]
-        shape = info.shape or (1,)
-        if is_block(info.dtype):  # gguf takes a byte shape: the row's bytes, then blocks
-            dtype, shape = np.dtype(np.uint8), storage_shape(info.dtype, shape)
-        writer.add_tensor_info(info.name, shape, dtype, info.nbytes, raw_dtype=ggml)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    assert writer.fout is not None
-    cursor = GGUFWriter.ggml_pad(writer.fout[0].tell(), writer.data_alignment)
-    writer.close()
-    offsets = {}
-    for info in infos:
-        offsets[info.name] = cursor
-        cursor += GGUFWriter.ggml_pad(info.nbytes, writer.data_alignment)
-    os.truncate(path, cursor)
-    return offsets, cursor
+    table = [
+        TableEntry(info.name, tuple(info.shape), int(_GGML_OF[info.dtype]), info.nbytes)
+        for info in infos
+    ]
+    head, relative = head_bytes(metadata.arch, metadata.values.items(), table, metadata.alignment)
+    start = pad(len(head), metadata.alignment)
+    with open(path, "wb") as file:
+        file.write(head)
+    offsets = {info.name: start + at for info, at in zip(infos, relative, strict=True)}
+    size = start + sum(pad(info.nbytes, metadata.alignment) for info in infos)
+    os.truncate(path, size)
+    return offsets, size
 
 
 def check_gguf_dtypes(path: str | os.PathLike[str], infos: Sequence[TensorInfo]) -> None:

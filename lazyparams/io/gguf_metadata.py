@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGUFValue, GGUFValueType, GGUFWriter
+from gguf import GGUFValue, GGUFValueType
 from gguf.constants import GGUF_DEFAULT_ALIGNMENT
 
 from lazyparams.errors import CheckpointError
@@ -56,16 +55,6 @@ class GGUFMetadata:
     def with_values(self, extra: Mapping[str, GGUFValue]) -> GGUFMetadata:
         """The same header with `extra` appended (the split keys of one part)."""
         return GGUFMetadata(self.arch, {**self.values, **extra}, self.alignment)
-
-    def writer(self, path: Path) -> GGUFWriter:
-        """A GGUFWriter for `path` holding exactly these pairs, in order, and the alignment."""
-        writer = GGUFWriter(path, self.arch or "")
-        if self.arch is None:
-            writer.kv_data[0].pop(ARCH_KEY, None)  # this file has none, whatever the writer did
-        for key, value in self.values.items():
-            writer.add_key_value(key, value.value, value.type, value.sub_type)
-        writer.data_alignment = self.alignment
-        return writer
 
 
 def check_gguf_metadata(
