@@ -23,9 +23,10 @@ from lazyparams.analysis.parallel_model import (
 from lazyparams.errors import RuntimeExecError
 from lazyparams.ir import Call, Function, IRModule, StructInfo
 from lazyparams.runtime.dispatch import WINDOW, Dispatcher
+from lazyparams.runtime.frame import Frame
 from lazyparams.runtime.memory import MemoryStats, TimelineEntry
 from lazyparams.runtime.pool import BUFFERS
-from lazyparams.runtime.vm import Frame, VirtualMachine
+from lazyparams.runtime.vm import VirtualMachine
 
 _Done = tuple[int, Any, BaseException | None]
 

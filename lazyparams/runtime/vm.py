@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from lazyparams.analysis.liveness import PARAM, Liveness, liveness
+from lazyparams.analysis.liveness import PARAM, liveness
 from lazyparams.errors import RuntimeExecError
 from lazyparams.ir.dtype import to_numpy
 from lazyparams.ir.expr import (
@@ -24,7 +23,6 @@ from lazyparams.ir.expr import (
     Constant,
     Expr,
     ExternFunc,
-    Function,
     GlobalVar,
     If,
     MatchCast,
@@ -43,6 +41,7 @@ from lazyparams.ir.prim import PrimExpr
 from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
 from lazyparams.runtime.branches import BranchLiveness, truth
 from lazyparams.runtime.check import call_tir_outputs, check_function, name_of
+from lazyparams.runtime.frame import Frame, FunctionPlan
 from lazyparams.runtime.kernels import run_kernel
 from lazyparams.runtime.memory import MemoryMeter, MemoryStats
 from lazyparams.runtime.pool import BUFFERS
@@ -55,52 +54,6 @@ from lazyparams.tir.nodes import PrimFunc
 DEFAULT_HANDOFF: tuple[str, ...] = ("set_item", "fset_output")
 """Callees (extern names, or names of function-typed params) that take ownership of their
 arguments: what is passed to them stops counting in the memory meter."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What the VM prepares once per Relax function: the function and its liveness."""
-
-    name: str
-    func: Function
-    live: Liveness
-
-
-class Frame:
-    """The values of one running function: the only references the VM keeps to them.
-
-    `VirtualMachine.prepare` hands one to a caller that runs the bindings itself (the parallel
-    runner); `values` is then the caller's to fill and empty.
-    """
-
-    __slots__ = ("meter", "plan", "symbols", "values")
-
-    def __init__(self, plan: _Plan, meter: MemoryMeter) -> None:
-        self.plan, self.meter = plan, meter
-        self.values: dict[Var, Any] = {}
-        self.symbols: Symbols = {}
-
-    def bind(self, var: Var, value: Any) -> None:
-        self.meter.hold(value)
-        self.values[var] = value
-
-    def drop(self, var: Var) -> None:
-        if var in self.values:
-            self.meter.release(self.values.pop(var))
-
-    def get(self, var: Var, where: str) -> Any:
-        if var in self.values:
-            return self.values[var]
-        if var in self.plan.live.defined_at:
-            raise RuntimeExecError(
-                f"{where}: expected {var.name_hint} to be live, got it already freed "
-                "(by kill_object or after its last use)"
-            )
-        raise RuntimeExecError(f"{where}: expected a var of this function, got {var.name_hint}")
-
-    def clear(self) -> None:
-        for var in list(self.values):
-            self.drop(var)
 
 
 class VirtualMachine:
@@ -131,14 +84,14 @@ class VirtualMachine:
         self._meter = MemoryMeter()
         self._depth = 0
         self._prims: dict[str, PrimFuncKernel] = {}
-        self._plans: dict[str, _Plan] = {}
+        self._plans: dict[str, FunctionPlan] = {}
         self._branches = BranchLiveness()
         for name, func in mod.items():
             if isinstance(func, PrimFunc):
                 self._prims[name] = compile_prim_func(func, name)
         for name, relax_func in mod.relax_functions():
             check_function(mod, name, relax_func, self._prims)
-            self._plans[name] = _Plan(name, relax_func, liveness(relax_func))
+            self._plans[name] = FunctionPlan(name, relax_func, liveness(relax_func))
 
     @property
     def stats(self) -> MemoryStats:
@@ -242,7 +195,7 @@ class VirtualMachine:
         match_value(result, frame.plan.func.ret_struct_info, frame.symbols, where)
         return result
 
-    def _plan(self, name: str) -> _Plan:
+    def _plan(self, name: str) -> FunctionPlan:
         if name not in self._plans:
             raise RuntimeExecError(
                 f"expected a Relax function of the module ({', '.join(self._plans)}), got {name!r}"
@@ -251,7 +204,7 @@ class VirtualMachine:
 
     # Running a function ----------------------------------------------------------------------
 
-    def _invoke(self, plan: _Plan, args: tuple[Any, ...]) -> Any:
+    def _invoke(self, plan: FunctionPlan, args: tuple[Any, ...]) -> Any:
         frame = Frame(plan, self._meter)
         self._depth += 1
         try:
