@@ -4,7 +4,8 @@
 the mixture, from the source's own types; block-typed tensors are dequantized to float32
 first), and `gguf:f16` widens or narrows by the converter's rules. The file's KV pairs stay in
 their order; `general.file_type` and `general.quantization_version` are set as llama-quantize
-sets them. Imports the frontend, io and this package.
+sets them. Imports the frontend, io and this package; gguf and the GGUF reader when a GGUF
+file is read or its metadata written.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from gguf import GGUFValue, GGUFValueType
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.errors import ConvertError
 from lazyparams.frontend.tensor import Tensor
-from lazyparams.io.gguf_metadata import read_gguf_metadata
 from lazyparams.io.model_config import ModelFolder
 from lazyparams.targets.llamacpp.mixtures import QUANTIZATION_VERSION, load_order, tensor_types
 from lazyparams.targets.llamacpp.outtype import OutputType, converter_dtype, output_type
+
+if TYPE_CHECKING:
+    from gguf import GGUFValue
 
 FLOATS = ("float32", "float16", "bfloat16")
 QUANTIZATION_KEY = "general.quantization_version"
@@ -34,6 +35,8 @@ KEPT_F32 = ("ffn_gate_inp.weight", "position_embd.weight", "token_types.weight")
 def as_quantized(metadata: Mapping[str, GGUFValue], file_type: int) -> dict[str, GGUFValue]:
     """KV pairs as llama-quantize writes them: every pair of its input in order, then
     `general.quantization_version` and `general.file_type` (moved to the end, new values)."""
+    from gguf import GGUFValue, GGUFValueType
+
     meta = {k: v for k, v in metadata.items() if k not in (QUANTIZATION_KEY, FILE_TYPE_KEY)}
     meta[QUANTIZATION_KEY] = GGUFValue(QUANTIZATION_VERSION, GGUFValueType.UINT32)
     meta[FILE_TYPE_KEY] = GGUFValue(file_type, GGUFValueType.UINT32)
@@ -50,6 +53,8 @@ def in_load_order(outputs: Mapping[str, Any]) -> dict[str, Any]:
 def _file_metadata(path: Path, size: int, mtime_ns: int) -> dict[str, GGUFValue]:
     """A GGUF file's KV pairs, read once per conversion (the transform, the metadata and the
     plan each ask for them); size and time in the key keep a rewritten file from being reused."""
+    from lazyparams.io.gguf_metadata import read_gguf_metadata
+
     return read_gguf_metadata(path)
 
 

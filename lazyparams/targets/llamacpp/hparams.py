@@ -1,22 +1,19 @@
-"""GGUF metadata from config.json: `general.*` and the hyperparameters llama.cpp reads.
+"""The hyperparameters llama.cpp reads from config.json, as data, and the readers of them.
 
 The keys, their config.json sources, their GGUF types and their order are those llama.cpp's
 converter writes for the architectures in this package: the common text-model keys, rope
-scaling, then the architecture's own. `general.*` comes from gguf-py's `Metadata` (folder name,
-model card), as the converter takes it. Imports gguf and the tables.
+scaling, then the architecture's own (`metadata` writes them). Plain data and functions a plan
+needs too (layer and head counts, rope settings); imports the errors and the tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import gguf
-from gguf import GGUFValue, GGUFValueType
-
 from lazyparams.errors import ConvertError
-from lazyparams.targets.llamacpp.tables import Architecture, HParam
+from lazyparams.targets.llamacpp.tables import HParam
 
 LAYER_COUNT_KEYS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")
 HEAD_COUNT_KEYS = ("num_attention_heads", "n_head", "n_heads")
@@ -68,7 +65,7 @@ AFTER_ROPE: tuple[HParam, ...] = (
 )
 """The hyperparameters after rope's, up to the file type."""
 
-_YARN_EXTRAS = (
+YARN_EXTRAS = (
     ("yarn_ext_factor", ("extrapolation_factor",)),
     ("yarn_attn_factor", ("attention_factor", "attn_factor")),
     ("yarn_beta_fast", ("beta_fast",)),
@@ -79,92 +76,6 @@ _YARN_EXTRAS = (
 def first_present(config: Mapping[str, Any], keys: Sequence[str]) -> Any:
     """The value of the first of `keys` in `config`, or None."""
     return next((config[key] for key in keys if key in config), None)
-
-
-def typed(kind: str, value: Any) -> GGUFValue:
-    """`value` as a GGUF value of type `kind` (UINT32, FLOAT32, STRING, BOOL...)."""
-    return GGUFValue(value, GGUFValueType[kind])
-
-
-def general_metadata(
-    folder: Path, arch: str, counts: tuple[int, int, int, int]
-) -> dict[str, GGUFValue]:
-    """`general.architecture`, `general.type` and gguf-py's `general.*` from the folder and
-    model card; `counts` are (total, shared, expert, experts) parameters, as llama.cpp counts
-    them, for the size label."""
-    writer = gguf.GGUFWriter(path=None, arch=arch)
-    writer.add_type(gguf.GGUFType.MODEL)
-    meta = gguf.Metadata.load(None, folder, None, counts[0])
-    meta.name = meta.name or folder.name
-    if meta.size_label is None and counts[0] > 0:
-        meta.size_label = gguf.size_label(*counts)
-    meta.set_gguf_meta_model(writer)
-    return dict(writer.kv_data[0])
-
-
-def parameter_counts(outputs: Sequence[tuple[str, tuple[int, ...]]]) -> tuple[int, int, int, int]:
-    """(total, shared, per-expert, experts per expert tensor on average), as llama.cpp counts
-    the parameters of the tensors it writes: `_exps.` tensors hold experts on their first axis."""
-    total = shared = expert = experts = expert_tensors = 0
-    for name, shape in outputs:
-        size = 1
-        for dim in shape:
-            size *= dim
-        total += size
-        if "_exps." in name and len(shape) >= 3:
-            count = shape[1 if ".bias" in name else 0]
-            expert += size // count
-            experts += count
-            expert_tensors += 1
-        else:
-            shared += size
-    return total, shared, expert, experts // expert_tensors if expert_tensors else 0
-
-
-def model_hparams(
-    arch: Architecture, config: Mapping[str, Any], config_path: Path, file_type: int
-) -> dict[str, GGUFValue]:
-    """The `{arch}.*` hyperparameters and `general.file_type`, in llama.cpp's order."""
-    name = arch.gguf_arch
-    out: dict[str, GGUFValue] = {}
-    out.update(_params(name, COMMON, config, config_path))
-    if config.get("is_causal") is False:
-        out[f"{name}.attention.causal"] = typed("BOOL", False)
-    rope = rope_parameters(config)
-    out.update(_rope_scaling(name, rope, config_path))
-    if (theta := rope.get("rope_theta")) is not None:
-        out[f"{name}.rope.freq_base"] = typed("FLOAT32", theta)
-    out.update(_params(name, AFTER_ROPE, config, config_path))
-    out["general.file_type"] = typed("UINT32", file_type)
-    for extra in arch.extra_hparams:
-        out[f"{name}.{extra}"] = typed("UINT32", _extra(extra, config, config_path))
-    out["general.quantization_version"] = typed("UINT32", gguf.GGML_QUANT_VERSION)
-    return out
-
-
-def _params(
-    arch: str, params: Sequence[HParam], config: Mapping[str, Any], config_path: Path
-) -> Iterator[tuple[str, GGUFValue]]:
-    for param in params:
-        value = first_present(config, param.config_keys)
-        if value is None:
-            if param.required:
-                raise ConvertError(
-                    f"{config_path}: expected one of {', '.join(param.config_keys)} "
-                    f"(for {arch}.{param.key}), found none"
-                )
-            continue
-        yield f"{arch}.{param.key}", _checked(param, value, config_path)
-
-
-def _checked(param: HParam, value: Any, config_path: Path) -> GGUFValue:
-    number = (int,) if param.kind.startswith("UINT") else (int, float)
-    if isinstance(value, bool) or not isinstance(value, number) or value < 0:
-        raise ConvertError(
-            f"{config_path}: {param.config_keys[0]!r} (for {param.key}): expected a "
-            f"non-negative {'integer' if number == (int,) else 'number'}, got {value!r}"
-        )
-    return typed(param.kind, value)
 
 
 def rope_parameters(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,40 +99,6 @@ def rope_parameters(config: Mapping[str, Any]) -> dict[str, Any]:
     if "rope_type" not in rope and rope.get("type") is not None:
         rope["rope_type"] = rope["type"]
     return rope
-
-
-def _rope_scaling(
-    arch: str, rope: Mapping[str, Any], config_path: Path
-) -> Iterator[tuple[str, GGUFValue]]:
-    kind, factor = rope.get("rope_type"), rope.get("factor")
-    if kind not in ("linear", "yarn", "su", "longrope") or (
-        kind in ("linear", "yarn") and factor is None
-    ):
-        return
-    prefix = f"{arch}.rope.scaling"
-    yield f"{prefix}.type", typed("STRING", "longrope" if kind in ("su", "longrope") else kind)
-    if kind == "longrope" or kind == "su":
-        return
-    yield f"{prefix}.factor", typed("FLOAT32", factor)
-    if kind == "yarn":
-        original = rope.get("original_max_position_embeddings")
-        if original is None:
-            raise ConvertError(
-                f"{config_path}: yarn rope scaling needs original_max_position_embeddings"
-            )
-        yield f"{prefix}.original_context_length", typed("UINT32", original)
-        for key, sources in _YARN_EXTRAS:
-            if (value := first_present(rope, sources)) is not None:
-                yield f"{prefix}.{key}", typed("FLOAT32", value)
-
-
-def _extra(key: str, config: Mapping[str, Any], config_path: Path) -> int:
-    if key == "vocab_size":
-        value = config.get("vocab_size")
-        if not isinstance(value, int):
-            raise ConvertError(f"{config_path}: expected an integer 'vocab_size', got {value!r}")
-        return value
-    return head_dim(config, config_path)
 
 
 def head_dim(config: Mapping[str, Any], config_path: Path) -> int:

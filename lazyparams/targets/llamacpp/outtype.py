@@ -5,7 +5,7 @@ bf16 or f16 from the first matrix of the checkpoint. The converter keeps in F32 
 tensor, every `*_norm.weight`, every tensor not named `.weight`, and the tensors a table marks
 (MoE routers); a q8_0 tensor whose rows do not split into blocks of 32 falls back to F16.
 The llama-quantize file types (Q4_K_M ...) start from the bf16 choice and then follow
-`mixtures`. Imports gguf and the errors.
+`mixtures`. Imports the errors and the mixtures' tables.
 """
 
 from __future__ import annotations
@@ -13,16 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import gguf
-
 from lazyparams.errors import ConvertError
 from lazyparams.targets.llamacpp.mixtures import FILE_TYPES
 
 CONVERTER_TYPES: dict[str, tuple[str, int]] = {
-    "f32": ("float32", int(gguf.LlamaFileType.ALL_F32)),
-    "f16": ("float16", int(gguf.LlamaFileType.MOSTLY_F16)),
-    "bf16": ("bfloat16", int(gguf.LlamaFileType.MOSTLY_BF16)),
-    "q8_0": ("q8_0", int(gguf.LlamaFileType.MOSTLY_Q8_0)),
+    "f32": ("float32", FILE_TYPES["F32"]),
+    "f16": ("float16", FILE_TYPES["F16"]),
+    "bf16": ("bfloat16", FILE_TYPES["BF16"]),
+    "q8_0": ("q8_0", FILE_TYPES["Q8_0"]),
 }
 """--outtype -> (the dtype of quantizable tensors, general.file_type)."""
 

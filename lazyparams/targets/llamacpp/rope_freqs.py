@@ -2,7 +2,7 @@
 
 A config whose rope type is `llama3` scales each rotary frequency by a factor that depends on
 its wavelength; llama.cpp's converter computes the factors from config.json and writes them as
-one float32 vector. Imports numpy and the hyperparameter helpers.
+one float32 vector. Imports the hyperparameter helpers, and numpy for a llama 3 config only.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.targets.llamacpp.hparams import head_dim, rope_parameters
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ROPE_FREQS = "rope_freqs.weight"
 
@@ -24,6 +25,8 @@ def llama3_rope_factors(config: Mapping[str, Any], config_path: Path) -> np.ndar
     rope = rope_parameters(config)
     if str(rope.get("rope_type", "")).lower() != "llama3":
         return None
+    import numpy as np  # for the factors' float32 arithmetic, only where there are factors
+
     base = float(rope.get("rope_theta", 10000.0))
     dim = head_dim(config, config_path)
     exponents = np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)

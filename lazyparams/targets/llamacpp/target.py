@@ -3,7 +3,9 @@
 `GGUFTarget.transform` is the traced transform (names, rotary permutation, stacked experts,
 per-tensor types); `metadata` the KV pairs (`general.*`, hyperparameters, tokenizer) in the
 order llama.cpp's converter writes them; `describe` what `plan` shows. Everything is decided
-from config.json and the checkpoint's header. Imports the frontend, io and this package.
+from config.json and the checkpoint's header. Imports the frontend, io and this package; gguf
+(its value types) and the tokenizer's libraries only once `metadata` is asked for, which a
+plan never does.
 """
 
 from __future__ import annotations
@@ -11,9 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from gguf import GGUFValue
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.errors import ConvertError
 from lazyparams.frontend.tensor import Tensor
@@ -25,13 +25,7 @@ from lazyparams.targets.llamacpp.from_gguf import (
     gguf_source,
     in_load_order,
 )
-from lazyparams.targets.llamacpp.hparams import (
-    HIDDEN_KEYS,
-    first_present,
-    general_metadata,
-    model_hparams,
-    parameter_counts,
-)
+from lazyparams.targets.llamacpp.hparams import HIDDEN_KEYS, first_present
 from lazyparams.targets.llamacpp.mixtures import tensor_types
 from lazyparams.targets.llamacpp.outtype import OutputType, converter_dtype, output_type
 from lazyparams.targets.llamacpp.rope_freqs import ROPE_FREQS, llama3_rope_factors
@@ -43,6 +37,9 @@ from lazyparams.targets.llamacpp.tensors import (
     model_shape,
     plan_tensors,
 )
+
+if TYPE_CHECKING:
+    from gguf import GGUFValue
 
 DEFAULT_TYPE = "auto"
 
@@ -104,6 +101,11 @@ class GGUFTarget:
         self, folder: ModelFolder, inputs: Mapping[str, Any], outputs: Sequence[Any]
     ) -> dict[str, GGUFValue]:
         """Every KV pair llama.cpp's converter writes for this model, in its order."""
+        from lazyparams.targets.llamacpp.metadata import (
+            general_metadata,
+            model_hparams,
+            parameter_counts,
+        )
         from lazyparams.targets.llamacpp.tokenizer import tokenizer_metadata
 
         retyped = self.retyped(folder, inputs)
