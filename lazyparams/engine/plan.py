@@ -11,7 +11,7 @@ import contextlib
 import os
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.analysis.memory import (
     MemoryProfile,
@@ -19,7 +19,6 @@ from lazyparams.analysis.memory import (
     estimate_peak_memory,
     weight_struct_info,
 )
-from lazyparams.analysis.parallel_model import REORDERABLE, ParallelModel
 from lazyparams.engine.chunking import fit_budget, row_outputs
 from lazyparams.engine.compile import (
     FUNC,
@@ -40,11 +39,15 @@ from lazyparams.io.partial import read_buffer_bytes
 from lazyparams.ir import Function, IRModule, StructInfo
 from lazyparams.transform.chunk_rows import GET_COLS, GET_ROWS, SET_ROWS
 
+if TYPE_CHECKING:
+    from lazyparams.analysis.parallel_model import ParallelModel
+
 Spec = str | os.PathLike[str] | Callable[..., Any] | IRModule
 Source = str | os.PathLike[str] | CheckpointSource
-ENGINE_IO = (*REORDERABLE, GET_ROWS, GET_COLS, SET_ROWS)
-"""The externs through which the lazy function reads and writes tensors (or blocks of rows):
-calls of distinct ones, which workers may run in any order and at once."""
+BLOCK_IO = (GET_ROWS, GET_COLS, SET_ROWS)
+"""The externs through which the lazy function reads and writes blocks of rows: with the
+parallel model's `REORDERABLE` (get_item, set_item), calls of distinct ones, which workers may
+run in any order and at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,9 +251,12 @@ def _parallel_model(
     """What `workers` > 1 plan with (None for one worker)."""
     if workers == 1:
         return None
-    from lazyparams.runtime.parallel import parallel_model_of  # the runtime, for workers only
+    # the parallel model and the runtime, for workers only
+    from lazyparams.analysis.parallel_model import REORDERABLE
+    from lazyparams.runtime.parallel import parallel_model_of
 
-    return parallel_model_of(lazy, FUNC, inputs=weights, reorderable=ENGINE_IO)
+    reorderable = (*REORDERABLE, *BLOCK_IO)
+    return parallel_model_of(lazy, FUNC, inputs=weights, reorderable=reorderable)
 
 
 def check_workers(workers: object) -> None:
