@@ -5,7 +5,8 @@ boundary (the head before the first aligned store), with a tail; and every 16-bi
 code in shuffled orders, so that each vector mixes the values its fast path computes with the
 ones (zeros, subnormals, infinities, NaNs) it fixes or hands on; float32 rounding classes
 exhaustively: every top 16 bits (bfloat16, float8) and every top 19 bits (float16) with the
-low bits that decide a tie."""
+low bits that decide a tie; and the direct float16 and bfloat16 to float8 casts on every
+code."""
 
 from __future__ import annotations
 
@@ -161,3 +162,22 @@ def test_float32_to_float16_every_top_19_bits_with_each_tie_class(f16c: bool) ->
     lows = np.array([0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF], np.uint32)
     x = (top[:, None] | lows).reshape(-1).view(F32)
     _assert_same_bits(_cast(x, F16), _reference(x, F16), x)
+
+
+@pytest.mark.parametrize("src", [BF16, F16], ids=str)
+@pytest.mark.parametrize("dst", [E4M3, E5M2], ids=str)
+def test_16_bit_floats_to_float8_through_float32_in_registers(
+    f16c: bool, src: np.dtype[Any], dst: np.dtype[Any]
+) -> None:
+    """The extension's direct float16 and bfloat16 to float8 casts (`cast16`, widened to
+    float32 and rounded once): every code, in order and shuffled, short and past the
+    streaming size at an unaligned start, as ml_dtypes casts them."""
+    from lazyparams.runtime import _native
+
+    codes = _codes(src)
+    x = np.concatenate([codes, np.random.default_rng(9).permutation(codes)])
+    big = np.tile(x, -(-STREAM_BYTES // x.size) + 1)[3:]
+    for words in (x, x[5:1000], big):
+        got = np.full(words.size + 1, 0x5A, np.uint8)[1:]
+        _native.cast16(f"{src}>{dst}", words, got)
+        _assert_same_bits(got.view(dst), _reference(words.view(src), dst), words)

@@ -281,18 +281,48 @@ static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
     lp_f32_to_float8(x, out, n, 0);
 }
 
-/* The casts from 16-bit floats, by kind. */
+/* float16 or bfloat16 to a float8 format through float32, which holds every 16-bit value
+ * exactly, so that it rounds once: in registers with AVX2 and F16C, else block by block
+ * through a buffer that stays in the first-level cache. */
+static void half_to_float8(const uint16_t *x, uint8_t *out, Py_ssize_t n, int bfloat,
+                           int finite) {
+#if LP_X86
+    if (lp_has_f16c) {  /* in registers */
+        lp_half_to_float8_f16c(x, out, n, !bfloat, finite);
+        return;
+    }
+#endif
+    enum { BLOCK = 1024 };
+    uint32_t wide[BLOCK];
+    for (Py_ssize_t i = 0; i < n; i += BLOCK) {
+        Py_ssize_t m = n - i < BLOCK ? n - i : BLOCK;
+        if (bfloat) bf16_to_f32(x + i, wide, m);
+        else f16_to_f32(x + i, wide, m);
+        lp_f32_to_float8(wide, out + i, m, finite);  /* float8.c */
+    }
+}
+
+/* The casts from 16-bit floats, by kind (CAST16_KINDS' place). */
 static void cast16(int which, const uint16_t *x, void *out, Py_ssize_t n) {
     if (which == 0) bf16_to_f32(x, out, n);
     else if (which == 1) bf16_to_f16(x, out, n);
     else if (which == 2) f16_to_f32(x, out, n);
-    else f16_to_bf16(x, out, n);
+    else if (which == 3) f16_to_bf16(x, out, n);
+    else half_to_float8(x, out, n, which < 6, which % 2 == 0);
 }
+
+#define CAST16_KINDS 8
+static const char *const CAST16_NAMES[CAST16_KINDS] = {
+    "bfloat16>float32",      "bfloat16>float16",   "float16>float32",
+    "float16>bfloat16",      "bfloat16>float8_e4m3fn", "bfloat16>float8_e5m2",
+    "float16>float8_e4m3fn", "float16>float8_e5m2",
+};
 
 const char lp_cast16_doc[] = PyDoc_STR(
              "cast16(kind, x, out): convert 1-D 16-bit float bits `x` (uint16) into `out`; kind\n"
              "is 'bfloat16>float32' or 'float16>float32' (uint32 out), 'bfloat16>float16' or\n"
-             "'float16>bfloat16' (uint16 out).");
+             "'float16>bfloat16' (uint16 out), or 'bfloat16>' or 'float16>' followed by\n"
+             "'float8_e4m3fn' or 'float8_e5m2' (uint8 out).");
 
 PyObject *lp_cast16(PyObject *self, PyObject *args) {
     const char *kind;
@@ -300,18 +330,17 @@ PyObject *lp_cast16(PyObject *self, PyObject *args) {
     Buf b[2];
     memset(b, 0, sizeof b);
     if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
-    static const char *const kinds[] = {"bfloat16>float32", "bfloat16>float16",
-                                        "float16>float32", "float16>bfloat16"};
     int which = -1;
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(kind, kinds[i]) == 0) which = i;
+    for (int i = 0; i < CAST16_KINDS; i++) {
+        if (strcmp(kind, CAST16_NAMES[i]) == 0) which = i;
     }
     if (which < 0) {
         PyErr_Format(PyExc_ValueError, "expected kind bfloat16>float32, bfloat16>float16, "
-                     "float16>float32 or float16>bfloat16, got '%s'", kind);
+                     "float16>float32, float16>bfloat16, or bfloat16> or float16> then "
+                     "float8_e4m3fn or float8_e5m2, got '%s'", kind);
         return NULL;
     }
-    Py_ssize_t n = lp_flat_pair(xo, oo, b, 2, which == 0 || which == 2 ? 4 : 2);
+    Py_ssize_t n = lp_flat_pair(xo, oo, b, 2, which >= 4 ? 1 : which % 2 ? 2 : 4);
     if (n < 0) {
         lp_release(b, 2);
         return NULL;
@@ -325,19 +354,43 @@ PyObject *lp_cast16(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Table lookups. On little-endian CPUs, to entries narrower than eight bytes, eight codes at
+ * a time, their entries gathered into 64-bit words so that each store writes eight bytes: the
+ * stores of single narrow items, not the loads, bound the plain loop. */
+#define PLAIN_LOOKUP(NAME, S, T)                                                               \
+    LP_CLONES static void NAME(const S *x, T *out, const T *table, Py_ssize_t n) {           \
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];                               \
+    }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define LOOKUP(NAME, S, T)                                                                     \
     LP_CLONES static void NAME(const S *x, T *out, const T *table, Py_ssize_t n) {           \
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];                             \
+        const size_t per = 8 / sizeof(T);                                                      \
+        Py_ssize_t i = 0;                                                                      \
+        for (; i + 8 <= n; i += 8) {                                                           \
+            uint64_t words[sizeof(T)];                                                         \
+            for (size_t k = 0; k < sizeof(T); k++) {                                           \
+                uint64_t w = 0;                                                                \
+                for (size_t q = 0; q < per; q++) {                                             \
+                    w |= (uint64_t)table[x[i + k * per + q]] << (8 * sizeof(T) * q);           \
+                }                                                                              \
+                words[k] = w;                                                                  \
+            }                                                                                  \
+            memcpy(out + i, words, sizeof words);                                              \
+        }                                                                                      \
+        for (; i < n; i++) out[i] = table[x[i]];                                               \
     }
+#else
+#define LOOKUP PLAIN_LOOKUP
+#endif
 
 LOOKUP(lookup_8_8, uint8_t, uint8_t)
 LOOKUP(lookup_8_16, uint8_t, uint16_t)
 LOOKUP(lookup_8_32, uint8_t, uint32_t)
-LOOKUP(lookup_8_64, uint8_t, uint64_t)
+PLAIN_LOOKUP(lookup_8_64, uint8_t, uint64_t)
 LOOKUP(lookup_16_8, uint16_t, uint8_t)
 LOOKUP(lookup_16_16, uint16_t, uint16_t)
 LOOKUP(lookup_16_32, uint16_t, uint32_t)
-LOOKUP(lookup_16_64, uint16_t, uint64_t)
+PLAIN_LOOKUP(lookup_16_64, uint16_t, uint64_t)
 
 const char lp_cast_doc[] = PyDoc_STR(
              "cast(kind, x, out): convert 1-D float32 bits `x` (uint32) into `out`; kind is\n"

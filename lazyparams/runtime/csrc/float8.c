@@ -43,6 +43,7 @@ static void to_small_portable(const uint32_t *x, uint8_t *out, Py_ssize_t n, int
 #define F16C __attribute__((target("avx2,f16c")))
 #define INLINE static inline __attribute__((always_inline))
 #define SET1 _mm256_set1_epi32
+enum { FROM_FLOAT32, FROM_BFLOAT16, FROM_FLOAT16 };
 
 /* `small_float_bits` of eight values without their signs, each in its lane as a signed number
  * that packing with signed saturation turns into the code's byte: past the largest code it
@@ -64,23 +65,43 @@ AVX2 INLINE __m256i small_lanes(__m256i b, const int man, const int bias, const 
     return r;
 }
 
-/* Thirty-two values at a time (the run, returning how many it did): four vectors of lanes
+/* Thirty-two values at a time (the run, returning how many it did), from float32 or, widened
+ * exactly, from a 16-bit float (`source`): four vectors of lanes
  * packed to bytes with signed saturation, which for e4m3fn already makes everything past 448
  * its NaN (0x7F); e5m2 clamps to infinity (0x7C), then turns the NaNs' 0xFF to 0x7E. The signs
  * are packed alike from the inputs themselves; the packs interleave the 128-bit halves, which
  * one permutation puts back in order. */
-AVX2 INLINE Py_ssize_t to_small_run(const uint32_t *x, uint8_t *out, Py_ssize_t n,
-                                    const int finite, const int stream) {
+/* The float32 bits of eight 16-bit floats, exactly: float16 by the CPU's conversion (which
+ * quiets NaNs, still NaNs of their sign), bfloat16 by a shift. */
+F16C INLINE __m256i widen(__m128i v, const int source) {
+    if (source == FROM_FLOAT16) return _mm256_castps_si256(_mm256_cvtph_ps(v));
+    return _mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16);
+}
+
+F16C INLINE Py_ssize_t to_small_run(const void *src, uint8_t *out, Py_ssize_t n,
+                                    const int finite, const int stream, const int source) {
     const int man = finite ? 3 : 2, bias = finite ? 7 : 15;
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const Py_ssize_t size = source == FROM_FLOAT32 ? 4 : 2;
     Py_ssize_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        _mm_prefetch((const char *)(x + i) + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
-        _mm_prefetch((const char *)(x + i) + LP_CAST_PREFETCH_BYTES + 64, _MM_HINT_T0);
-        __m256i b0 = _mm256_loadu_si256((const __m256i *)(x + i));
-        __m256i b1 = _mm256_loadu_si256((const __m256i *)(x + i + 8));
-        __m256i b2 = _mm256_loadu_si256((const __m256i *)(x + i + 16));
-        __m256i b3 = _mm256_loadu_si256((const __m256i *)(x + i + 24));
+        const char *x = (const char *)src + i * size;
+        __m256i b0, b1, b2, b3;
+        _mm_prefetch(x + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+        if (source == FROM_FLOAT32) {
+            _mm_prefetch(x + LP_CAST_PREFETCH_BYTES + 64, _MM_HINT_T0);
+            b0 = _mm256_loadu_si256((const __m256i *)x);
+            b1 = _mm256_loadu_si256((const __m256i *)(x + 32));
+            b2 = _mm256_loadu_si256((const __m256i *)(x + 64));
+            b3 = _mm256_loadu_si256((const __m256i *)(x + 96));
+        } else {
+            __m256i v = _mm256_loadu_si256((const __m256i *)x);
+            __m256i w = _mm256_loadu_si256((const __m256i *)(x + 32));
+            b0 = widen(_mm256_castsi256_si128(v), source);
+            b1 = widen(_mm256_extracti128_si256(v, 1), source);
+            b2 = widen(_mm256_castsi256_si128(w), source);
+            b3 = widen(_mm256_extracti128_si256(w, 1), source);
+        }
         __m256i lo = _mm256_packs_epi32(small_lanes(b0, man, bias, finite),
                                         small_lanes(b1, man, bias, finite));
         __m256i hi = _mm256_packs_epi32(small_lanes(b2, man, bias, finite),
@@ -97,17 +118,47 @@ AVX2 INLINE Py_ssize_t to_small_run(const uint32_t *x, uint8_t *out, Py_ssize_t 
     return i;
 }
 
-AVX2 static void to_small_avx2(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite) {
+F16C static void to_small_avx2(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite) {
     Py_ssize_t head = lp_stream_head(out, 1, n), i;
     if (head >= 0) {
         to_small_portable(x, out, head, finite);
-        i = head + (finite ? to_small_run(x + head, out + head, n - head, 1, 1)
-                           : to_small_run(x + head, out + head, n - head, 0, 1));
+        i = head + (finite ? to_small_run(x + head, out + head, n - head, 1, 1, FROM_FLOAT32)
+                           : to_small_run(x + head, out + head, n - head, 0, 1, FROM_FLOAT32));
         _mm_sfence();
     } else {
-        i = finite ? to_small_run(x, out, n, 1, 0) : to_small_run(x, out, n, 0, 0);
+        i = finite ? to_small_run(x, out, n, 1, 0, FROM_FLOAT32)
+                   : to_small_run(x, out, n, 0, 0, FROM_FLOAT32);
     }
     to_small_portable(x + i, out + i, n - i, finite);
+}
+
+/* The float8 of `n` 16-bit floats (`half`: float16, else bfloat16), the vectors' leftovers
+ * widened one by one. */
+F16C static void half_to_small_rest(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
+                                    int finite) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t b = half ? f32_bits(_cvtsh_ss(x[i])) : (uint32_t)x[i] << 16;
+        out[i] = finite ? small_float_bits(b, 3, 7, 1) : small_float_bits(b, 2, 15, 0);
+    }
+}
+
+#define HALF_RUN(x, out, n, stream)                                                           \
+    (half ? (finite ? to_small_run(x, out, n, 1, stream, FROM_FLOAT16)                       \
+                    : to_small_run(x, out, n, 0, stream, FROM_FLOAT16))                      \
+          : (finite ? to_small_run(x, out, n, 1, stream, FROM_BFLOAT16)                      \
+                    : to_small_run(x, out, n, 0, stream, FROM_BFLOAT16)))
+
+F16C void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
+                                 int finite) {
+    Py_ssize_t head = lp_stream_head(out, 1, n), i;
+    if (head >= 0) {
+        half_to_small_rest(x, out, head, half, finite);
+        i = head + HALF_RUN(x + head, out + head, n - head, 1);
+        _mm_sfence();
+    } else {
+        i = HALF_RUN(x, out, n, 0);
+    }
+    half_to_small_rest(x + i, out + i, n - i, half, finite);
 }
 
 /* float8 codes to float32 bits, sixteen at a time, by the CPU's float16 conversion: a code of

@@ -134,6 +134,10 @@ __attribute__((target("avx2"), always_inline)) static inline void lp_put16(void 
 void lp_f32_to_float8(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite);
 void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
                       const uint32_t *table);
+/* float16 (`half`) or bfloat16 to a float8, widened to float32 in registers (AVX2 and F16C
+ * only). */
+void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
+                            int finite);
 
 /* The Python functions, with their docstrings. */
 PyObject *lp_transpose2d(PyObject *self, PyObject *args);
