@@ -5,8 +5,8 @@ boundary (the head before the first aligned store), with a tail; and every 16-bi
 code in shuffled orders, so that each vector mixes the values its fast path computes with the
 ones (zeros, subnormals, infinities, NaNs) it fixes or hands on; float32 rounding classes
 exhaustively: every top 16 bits (bfloat16, float8) and every top 19 bits (float16) with the
-low bits that decide a tie; and the direct float16 and bfloat16 to float8 casts on every
-code."""
+low bits that decide a tie; and the direct casts between the float8 formats and float16 and
+bfloat16 on every code."""
 
 from __future__ import annotations
 
@@ -181,3 +181,36 @@ def test_16_bit_floats_to_float8_through_float32_in_registers(
         got = np.full(words.size + 1, 0x5A, np.uint8)[1:]
         _native.cast16(f"{src}>{dst}", words, got)
         _assert_same_bits(got.view(dst), _reference(words.view(src), dst), words)
+
+
+@pytest.mark.parametrize("src", [E4M3, E5M2], ids=str)
+@pytest.mark.parametrize("dst", [F16, BF16], ids=str)
+def test_float8_to_16_bit_floats_exactly(
+    f16c: bool, src: np.dtype[Any], dst: np.dtype[Any]
+) -> None:
+    """The extension's direct float8 to float16 and bfloat16 casts (`cast8`, NaNs from the
+    table): every code, in order and shuffled, short and past the streaming size at an
+    unaligned start, as ml_dtypes casts them."""
+    from lazyparams.runtime import _native
+
+    codes = _codes(src)
+    rng = np.random.default_rng(13)
+    x = np.concatenate([codes, *(rng.permutation(codes) for _ in range(16))])
+    table = _words(_reference(codes.view(src), dst))
+    big = np.tile(x, -(-STREAM_BYTES // (2 * x.size)) + 1)[7:]
+    for words in (x, x[3:100], big):
+        got = np.full(words.size + 1, 0x5A5A, np.uint16)[1:]
+        _native.cast8(f"{src}>{dst}", words, got, table)
+        _assert_same_bits(got.view(dst), _reference(words.view(src), dst), words)
+
+
+def test_a_float8_table_of_the_wrong_item_size_is_refused() -> None:
+    from lazyparams.runtime import _native
+
+    codes, out = np.zeros(8, np.uint8), np.zeros(8, np.uint16)
+    with pytest.raises(ValueError, match="table of 2-byte items"):
+        _native.cast8("float8_e4m3fn>bfloat16", codes, out, np.zeros(256, np.uint32))
+    with pytest.raises(ValueError, match="out of 2-byte items"):
+        _native.cast8(
+            "float8_e5m2>float16", codes, np.zeros(8, np.uint32), np.zeros(256, np.uint16)
+        )

@@ -161,38 +161,43 @@ F16C void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, 
     half_to_small_rest(x + i, out + i, n - i, half, finite);
 }
 
-/* float8 codes to float32 bits, sixteen at a time, by the CPU's float16 conversion: a code of
- * e5m2 is the top byte of the float16 of its value; e4m3fn's sign, exponent and mantissa,
- * moved into float16's places, give its value times 2**-8, subnormals alike, which one exact
- * multiplication undoes. Every NaN, whose bits the conversion changes (e4m3fn's S.1111.111 it
- * reads as a number), is redone from `table` (ml_dtypes' values), with its vector. */
+/* float8 codes to float32, sixteen at a time, by the CPU's float16 conversion: a code of e5m2
+ * is the top byte of the float16 of its value; e4m3fn's sign, exponent and mantissa, moved
+ * into float16's places, give its value times 2**-8, subnormals alike, which one exact
+ * multiplication undoes. Returns whether a code is a NaN, whose bits the conversion changes
+ * (e4m3fn's S.1111.111 it reads as a number): the callers redo those vectors from their
+ * table (ml_dtypes' values). */
+F16C INLINE int small_to_f32(__m128i v, const int finite, __m256 *a, __m256 *b) {
+    const __m128i zero = _mm_setzero_si128(), low7 = _mm_set1_epi8(0x7F);
+    __m128i lo = _mm_unpacklo_epi8(zero, v), hi = _mm_unpackhi_epi8(zero, v), nan;
+    if (finite) {
+        const __m128i keep = _mm_set1_epi16((short)0xBFFF);
+        const __m256 scale = _mm256_set1_ps(256.0f);
+        lo = _mm_and_si128(_mm_srai_epi16(lo, 1), keep);
+        hi = _mm_and_si128(_mm_srai_epi16(hi, 1), keep);
+        *a = _mm256_mul_ps(_mm256_cvtph_ps(lo), scale);
+        *b = _mm256_mul_ps(_mm256_cvtph_ps(hi), scale);
+        nan = _mm_cmpeq_epi8(_mm_and_si128(v, low7), low7);
+    } else {
+        *a = _mm256_cvtph_ps(lo);
+        *b = _mm256_cvtph_ps(hi);
+        nan = _mm_cmpgt_epi8(_mm_and_si128(v, low7), _mm_set1_epi8(0x7C));
+    }
+    return !_mm_testz_si128(nan, nan);
+}
+
+/* A line of codes prefetched every fourth vector of sixteen. */
+#define PREFETCH_CODES(x, i)                                                                   \
+    if ((i) % 64 == 0) _mm_prefetch((const char *)((x) + (i)) + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0)
+
 F16C INLINE Py_ssize_t from_small_run(const uint8_t *x, uint32_t *out, Py_ssize_t n,
                                       const uint32_t *table, const int finite,
                                       const int stream) {
-    const __m128i zero = _mm_setzero_si128(), low7 = _mm_set1_epi8(0x7F);
     Py_ssize_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        if (i % 64 == 0) {  /* a line of codes every fourth vector */
-            _mm_prefetch((const char *)(x + i) + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
-        }
-        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
-        __m128i lo = _mm_unpacklo_epi8(zero, v), hi = _mm_unpackhi_epi8(zero, v);
+        PREFETCH_CODES(x, i);
         __m256 a, b;
-        __m128i nan;
-        if (finite) {
-            const __m128i keep = _mm_set1_epi16((short)0xBFFF);
-            const __m256 scale = _mm256_set1_ps(256.0f);
-            lo = _mm_and_si128(_mm_srai_epi16(lo, 1), keep);
-            hi = _mm_and_si128(_mm_srai_epi16(hi, 1), keep);
-            a = _mm256_mul_ps(_mm256_cvtph_ps(lo), scale);
-            b = _mm256_mul_ps(_mm256_cvtph_ps(hi), scale);
-            nan = _mm_cmpeq_epi8(_mm_and_si128(v, low7), low7);
-        } else {
-            a = _mm256_cvtph_ps(lo);
-            b = _mm256_cvtph_ps(hi);
-            nan = _mm_cmpgt_epi8(_mm_and_si128(v, low7), _mm_set1_epi8(0x7C));
-        }
-        if (!_mm_testz_si128(nan, nan)) {
+        if (small_to_f32(_mm_loadu_si128((const __m128i *)(x + i)), finite, &a, &b)) {
             uint32_t redo[16];
             for (int q = 0; q < 16; q++) redo[q] = table[x[i + q]];
             a = _mm256_loadu_ps((const float *)redo);
@@ -202,6 +207,64 @@ F16C INLINE Py_ssize_t from_small_run(const uint8_t *x, uint32_t *out, Py_ssize_
         lp_put32(out + i + 8, _mm256_castps_si256(b), stream);
     }
     return i;
+}
+
+/* float8 codes to float16 (`half`) or bfloat16, sixteen at a time, exactly (each float8 value
+ * is one of theirs): e5m2 to float16 is a shift; otherwise the float32 of `small_to_f32`,
+ * narrowed by the CPU's float16 conversion, or cut to its top half for bfloat16. */
+F16C INLINE Py_ssize_t to_half_run(const uint8_t *x, uint16_t *out, Py_ssize_t n,
+                                   const uint16_t *table, const int finite, const int half,
+                                   const int stream) {
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        PREFETCH_CODES(x, i);
+        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
+        __m256i r;
+        int nan;
+        if (half && !finite) {
+            __m128i low7 = _mm_and_si128(v, _mm_set1_epi8(0x7F));
+            __m128i nans = _mm_cmpgt_epi8(low7, _mm_set1_epi8(0x7C));
+            nan = !_mm_testz_si128(nans, nans);
+            r = _mm256_slli_epi16(_mm256_cvtepu8_epi16(v), 8);
+        } else {
+            __m256 a, b;
+            nan = small_to_f32(v, finite, &a, &b);
+            if (half) {
+                r = _mm256_set_m128i(_mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT),
+                                     _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+            } else {
+                __m256i top = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(a), 16),
+                                                  _mm256_srli_epi32(_mm256_castps_si256(b), 16));
+                r = _mm256_permute4x64_epi64(top, 0xD8);
+            }
+        }
+        if (nan) {
+            uint16_t redo[16];
+            for (int q = 0; q < 16; q++) redo[q] = table[x[i + q]];
+            r = _mm256_loadu_si256((const __m256i *)redo);
+        }
+        lp_put32(out + i, r, stream);
+    }
+    return i;
+}
+
+#define TO_HALF(x, out, n, stream)                                                            \
+    (finite ? (half ? to_half_run(x, out, n, table, 1, 1, stream)                            \
+                    : to_half_run(x, out, n, table, 1, 0, stream))                           \
+            : (half ? to_half_run(x, out, n, table, 0, 1, stream)                            \
+                    : to_half_run(x, out, n, table, 0, 0, stream)))
+
+F16C static void to_half_f16c(const uint8_t *x, uint16_t *out, Py_ssize_t n, int finite,
+                              int half, const uint16_t *table) {
+    Py_ssize_t head = lp_stream_head(out, 2, n), i = 0;
+    if (head >= 0) {
+        for (; i < head; i++) out[i] = table[x[i]];
+        i += TO_HALF(x + i, out + i, n - i, 1);
+        _mm_sfence();
+    } else {
+        i = TO_HALF(x, out, n, 0);
+    }
+    for (; i < n; i++) out[i] = table[x[i]];
 }
 
 F16C static void from_small_f16c(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
@@ -243,34 +306,57 @@ void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
     for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];
 }
 
+/* float8_e4m3fn (`finite`) or float8_e5m2 to float16 (`half`) or bfloat16, `table` holding
+ * every code's bits. */
+static void float8_to_half(const uint8_t *x, uint16_t *out, Py_ssize_t n, int finite, int half,
+                           const uint16_t *table) {
+#if LP_X86
+    if (lp_has_f16c) {
+        to_half_f16c(x, out, n, finite, half, table);
+        return;
+    }
+#endif
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];
+}
+
 const char lp_cast8_doc[] = PyDoc_STR(
-             "cast8(kind, x, out, table): float8 codes `x` (uint8) to float32 bits `out`\n"
-             "(uint32); kind is 'float8_e4m3fn>float32' or 'float8_e5m2>float32', `table` the\n"
-             "float32 bits of each of the 256 codes (for NaNs and infinities).");
+             "cast8(kind, x, out, table): float8 codes `x` (uint8) to the bits `out` of a wider\n"
+             "float; kind is 'float8_e4m3fn>' or 'float8_e5m2>' followed by 'float32' (uint32\n"
+             "out), 'float16' or 'bfloat16' (uint16 out); `table` the bits of each of the 256\n"
+             "codes in the target (for NaNs).");
 
 PyObject *lp_cast8(PyObject *self, PyObject *args) {
+    static const char *const kinds[] = {
+        "float8_e4m3fn>float32", "float8_e5m2>float32",  "float8_e4m3fn>float16",
+        "float8_e5m2>float16",   "float8_e4m3fn>bfloat16", "float8_e5m2>bfloat16",
+    };
     const char *kind;
     PyObject *xo, *oo, *to;
     Buf b[3];
     memset(b, 0, sizeof b);
     if (!PyArg_ParseTuple(args, "sOOO", &kind, &xo, &oo, &to)) return NULL;
-    int finite = strcmp(kind, "float8_e4m3fn>float32") == 0;
-    if (!finite && strcmp(kind, "float8_e5m2>float32") != 0) {
-        PyErr_Format(PyExc_ValueError, "expected kind float8_e4m3fn>float32 or "
-                     "float8_e5m2>float32, got '%s'", kind);
+    int which = -1;
+    for (int i = 0; i < 6; i++) {
+        if (strcmp(kind, kinds[i]) == 0) which = i;
+    }
+    if (which < 0) {
+        PyErr_Format(PyExc_ValueError, "expected kind float8_e4m3fn> or float8_e5m2> then "
+                     "float32, float16 or bfloat16, got '%s'", kind);
         return NULL;
     }
-    Py_ssize_t n = lp_flat_pair(xo, oo, b, 1, 4);
-    if (n < 0 || lp_get_buf(to, &b[2], 0, 1, 4, "table") < 0 || b[2].view.shape[0] != 256) {
+    Py_ssize_t size = which < 2 ? 4 : 2, n = lp_flat_pair(xo, oo, b, 1, size);
+    if (n < 0 || lp_get_buf(to, &b[2], 0, 1, size, "table") < 0 || b[2].view.shape[0] != 256) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "expected a table of 256 codes");
         lp_release(b, 3);
         return NULL;
     }
     const uint8_t *x = b[0].view.buf;
-    uint32_t *out = b[1].view.buf;
-    const uint32_t *table = b[2].view.buf;
+    void *out = b[1].view.buf;
+    const void *table = b[2].view.buf;
+    int finite = which % 2 == 0;
     Py_BEGIN_ALLOW_THREADS
-    lp_float8_to_f32(x, out, n, finite, table);
+    if (which < 2) lp_float8_to_f32(x, out, n, finite, table);
+    else float8_to_half(x, out, n, finite, which < 4, table);
     Py_END_ALLOW_THREADS
     lp_release(b, 3);
     Py_RETURN_NONE;
