@@ -65,18 +65,12 @@ AVX2 INLINE __m256i small_lanes(__m256i b, const int man, const int bias, const 
     return r;
 }
 
-/* Thirty-two values at a time (the run, returning how many it did), from float32 or, widened
- * exactly, from a 16-bit float (`source`): four vectors of lanes
- * packed to bytes with signed saturation, which for e4m3fn already makes everything past 448
- * its NaN (0x7F); e5m2 clamps to infinity (0x7C), then turns the NaNs' 0xFF to 0x7E. The signs
- * are packed alike from the inputs themselves; the packs interleave the 128-bit halves, which
- * one permutation puts back in order. */
-/* The float32 bits of eight 16-bit floats, exactly: float16 by the CPU's conversion (which
- * quiets NaNs, still NaNs of their sign), bfloat16 by a shift. */
-F16C INLINE __m256i widen(__m128i v, const int source) {
-    if (source == FROM_FLOAT16) return _mm256_castps_si256(_mm256_cvtph_ps(v));
-    return _mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16);
-}
+/* Thirty-two values at a time (the run, returning how many it did), from float32 or from a
+ * 16-bit float (`source`) widened to float32 exactly: four vectors of lanes packed to bytes
+ * with signed saturation, which for e4m3fn already makes everything past 448 its NaN (0x7F);
+ * e5m2 clamps to infinity (0x7C), then turns the NaNs' 0xFF to 0x7E. The signs are packed
+ * alike from the inputs themselves; the packs interleave the 128-bit halves, which one
+ * permutation puts back in order. */
 
 F16C INLINE Py_ssize_t to_small_run(const void *src, uint8_t *out, Py_ssize_t n,
                                     const int finite, const int stream, const int source) {
@@ -94,13 +88,18 @@ F16C INLINE Py_ssize_t to_small_run(const void *src, uint8_t *out, Py_ssize_t n,
             b1 = _mm256_loadu_si256((const __m256i *)(x + 32));
             b2 = _mm256_loadu_si256((const __m256i *)(x + 64));
             b3 = _mm256_loadu_si256((const __m256i *)(x + 96));
-        } else {
-            __m256i v = _mm256_loadu_si256((const __m256i *)x);
+        } else if (source == FROM_FLOAT16) {  /* exact; NaNs quieted, still NaNs */
+            b0 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x)));
+            b1 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 16))));
+            b2 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 32))));
+            b3 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 48))));
+        } else {  /* bfloat16 shifted up by interleaving: values 0-3 and 8-11 in b0, and so on */
+            __m256i v = _mm256_loadu_si256((const __m256i *)x), zero = _mm256_setzero_si256();
             __m256i w = _mm256_loadu_si256((const __m256i *)(x + 32));
-            b0 = widen(_mm256_castsi256_si128(v), source);
-            b1 = widen(_mm256_extracti128_si256(v, 1), source);
-            b2 = widen(_mm256_castsi256_si128(w), source);
-            b3 = widen(_mm256_extracti128_si256(w, 1), source);
+            b0 = _mm256_unpacklo_epi16(zero, v);
+            b1 = _mm256_unpackhi_epi16(zero, v);
+            b2 = _mm256_unpacklo_epi16(zero, w);
+            b3 = _mm256_unpackhi_epi16(zero, w);
         }
         __m256i lo = _mm256_packs_epi32(small_lanes(b0, man, bias, finite),
                                         small_lanes(b1, man, bias, finite));
@@ -113,7 +112,10 @@ F16C INLINE Py_ssize_t to_small_run(const void *src, uint8_t *out, Py_ssize_t n,
         }
         __m256i signs = _mm256_packs_epi16(_mm256_packs_epi32(b0, b1), _mm256_packs_epi32(b2, b3));
         codes = _mm256_or_si256(codes, _mm256_and_si256(signs, _mm256_set1_epi8(-128)));
-        lp_put32(out + i, _mm256_permutevar8x32_epi32(codes, order), stream);
+        /* the interleaved bfloat16 vectors come out of the packs in 64-bit pieces */
+        codes = source == FROM_BFLOAT16 ? _mm256_permute4x64_epi64(codes, 0xD8)
+                                        : _mm256_permutevar8x32_epi32(codes, order);
+        lp_put32(out + i, codes, stream);
     }
     return i;
 }
