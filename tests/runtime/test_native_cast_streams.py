@@ -1,12 +1,12 @@
-"""The compiled casts where their vector loops take other paths than on short arrays, bit for
-bit against numpy's and ml_dtypes' own casts: outputs large enough to be streamed around the
-cache (8 MiB or more, native.h's LP_CAST_STREAM_BYTES), starting at every offset from a 32-byte
-boundary (the head before the first aligned store), with a tail; and every 16-bit and 8-bit
-code in shuffled orders, so that each vector mixes the values its fast path computes with the
-ones (zeros, subnormals, infinities, NaNs) it fixes or hands on; float32 rounding classes
-exhaustively: every top 16 bits (bfloat16, float8) and every top 19 bits (float16) with the
-low bits that decide a tie; and the direct casts between the float8 formats and float16 and
-bfloat16 on every code."""
+"""The compiled casts where their loops take other paths than on short arrays, bit for bit
+against numpy's and ml_dtypes' own casts: outputs large enough to be streamed around the cache
+(8 MiB or more, native.h's LP_CAST_STREAM_BYTES), the table lookups' among them, starting at
+every offset from a 32-byte boundary (the head before the first aligned store), with a tail;
+every 16-bit and 8-bit code in shuffled orders, so that each vector mixes the values its fast
+path computes with the ones (zeros, subnormals, infinities, NaNs) it fixes or hands on;
+float32 rounding classes exhaustively: every top 16 bits (bfloat16, float8) and every top 19
+bits (float16) with the low bits that decide a tie; and the direct casts between the float8
+formats and float16 and bfloat16 on every code."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
 F16 = np.dtype(np.float16)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
@@ -44,6 +45,13 @@ PAIRS = [
     (F16, BF16),
     (E4M3, F32),
     (E5M2, F32),
+    # table lookups, in words of eight bytes, streamed where the entries are 8 bytes
+    (F16, F64),
+    (E4M3, F64),
+    (E5M2, E4M3),
+    (F16, E4M3),
+    (BF16, E5M2),
+    (E4M3, BF16),
 ]
 
 

@@ -392,6 +392,27 @@ LOOKUP(lookup_16_16, uint16_t, uint16_t)
 LOOKUP(lookup_16_32, uint16_t, uint32_t)
 PLAIN_LOOKUP(lookup_16_64, uint16_t, uint64_t)
 
+#if LP_X86
+/* Lookups to entries of 8 bytes with a large output: two entries a streamed 16-byte store,
+ * after a head up to an aligned output (streaming halves their time: each line is written
+ * without being read first). */
+#define STREAMED_LOOKUP(NAME, PLAIN, S)                                                        \
+    static void NAME(const S *x, uint64_t *out, const uint64_t *table, Py_ssize_t n,           \
+                     Py_ssize_t head) {                                                        \
+        Py_ssize_t i = head;                                                                   \
+        PLAIN(x, out, table, head);                                                            \
+        for (; i + 2 <= n; i += 2) {                                                           \
+            __m128i v = _mm_set_epi64x((long long)table[x[i + 1]], (long long)table[x[i]]);    \
+            _mm_stream_si128((__m128i *)(out + i), v);                                         \
+        }                                                                                      \
+        _mm_sfence();                                                                          \
+        PLAIN(x + i, out + i, table, n - i);                                                   \
+    }
+
+STREAMED_LOOKUP(lookup_8_64_streamed, lookup_8_64, uint8_t)
+STREAMED_LOOKUP(lookup_16_64_streamed, lookup_16_64, uint16_t)
+#endif
+
 const char lp_cast_doc[] = PyDoc_STR(
              "cast(kind, x, out): convert 1-D float32 bits `x` (uint32) into `out`; kind is\n"
              "'float16' or 'bfloat16' (uint16 out), 'float8_e4m3fn' or 'float8_e5m2' (uint8).");
@@ -471,8 +492,16 @@ PyObject *lp_lookup(PyObject *self, PyObject *args) {
     }
     const void *x = b[0].view.buf, *table = b[2].view.buf;
     void *out = b[1].view.buf;
+    Py_ssize_t head = t == 8 ? lp_stream_head(out, 8, n) : -1;
     Py_BEGIN_ALLOW_THREADS
+#if LP_X86
+    if (head >= 0 && s == 1) lookup_8_64_streamed(x, out, table, n, head);
+    else if (head >= 0) lookup_16_64_streamed(x, out, table, n, head);
+    else lookup_run(x, s, out, t, table, n);
+#else
+    (void)head;
     lookup_run(x, s, out, t, table, n);
+#endif
     Py_END_ALLOW_THREADS
     lp_release(b, 3);
     Py_RETURN_NONE;
