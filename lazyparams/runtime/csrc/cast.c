@@ -1,6 +1,8 @@
-/* Casts: float32 to float16 and bfloat16 (and to the float8 formats, through float8.c),
- * rounding half to even with numpy's and ml_dtypes' NaN rules, and table lookups for 1- and
- * 2-byte sources (tables those libraries computed). */
+/* Casts: float32 to float16 and bfloat16 (and to the float8 formats, through float8.c), the
+ * 16-bit floats to each other and to float32, rounding half to even with numpy's and
+ * ml_dtypes' NaN rules, and table lookups for 1- and 2-byte sources (tables those libraries
+ * computed). Vector loops where the CPU has AVX2 and F16C, large outputs streamed around the
+ * cache; the portable loops elsewhere and for the heads and tails. */
 #include "native.h"
 
 /* float32 to float16 bits, rounding half to even as numpy does, NaN payloads included:
@@ -28,88 +30,6 @@ static inline uint16_t bfloat_bits(uint32_t b) {
     return (uint16_t)((b & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
 }
 
-static void f32_to_f16_portable(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = half_bits(x[i]);
-}
-
-#if LP_X86
-/* The CPU's own conversion rounds like numpy but quiets signalling NaNs, so the few vectors
- * holding a NaN are redone by `half_bits`. */
-__attribute__((target("avx2,f16c"))) static void f32_to_f16_f16c(const uint32_t *x,
-                                                                  uint16_t *out, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps((const float *)(x + i));
-        _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-        if (!_mm256_testz_ps(nan, nan)) f32_to_f16_portable(x + i, out + i, 8);
-    }
-    f32_to_f16_portable(x + i, out + i, n - i);
-}
-#endif
-
-static void f32_to_f16(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
-#if LP_X86
-    if (lp_has_f16c) {
-        f32_to_f16_f16c(x, out, n);
-        return;
-    }
-#endif
-    f32_to_f16_portable(x, out, n);
-}
-
-static void f32_to_bf16_portable(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = bfloat_bits(x[i]);
-}
-
-#if LP_X86
-/* `bfloat_bits` sixteen values at a time, in integer lanes: round, then the quiet NaN of the
- * sign where the input is a NaN, then pack to 16 bits in order. */
-__attribute__((target("avx2"))) static inline __m256i bfloat_lanes(__m256i b) {
-    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
-    __m256i rounded = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7FFF)), odd), 16);
-    __m256i mag = _mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF));
-    __m256i is_nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7F800000));
-    __m256i nan = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(b, 16),
-                                                   _mm256_set1_epi32(0x8000)),
-                                  _mm256_set1_epi32(0x7FC0));
-    return _mm256_blendv_epi8(rounded, nan, is_nan);
-}
-
-__attribute__((target("avx2"))) static void f32_to_bf16_avx2(const uint32_t *x, uint16_t *out,
-                                                             Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256i lo = bfloat_lanes(_mm256_loadu_si256((const __m256i *)(x + i)));
-        __m256i hi = bfloat_lanes(_mm256_loadu_si256((const __m256i *)(x + i + 8)));
-        __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
-        _mm256_storeu_si256((__m256i *)(out + i), packed);
-    }
-    f32_to_bf16_portable(x + i, out + i, n - i);
-}
-#endif
-
-static void f32_to_bf16(const uint32_t *x, uint16_t *out, Py_ssize_t n) {
-#if LP_X86
-    if (lp_has_f16c) {  /* which implies AVX2 */
-        f32_to_bf16_avx2(x, out, n);
-        return;
-    }
-#endif
-    f32_to_bf16_portable(x, out, n);
-}
-
-static void f32_to_e4m3fn(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
-    lp_f32_to_float8(x, out, n, 1);  /* float8.c */
-}
-
-static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
-    lp_f32_to_float8(x, out, n, 0);
-}
-
-/* Casts from the 16-bit floats ------------------------------------------------------------ */
-
 /* float16 bits to float32 bits, exactly; NaNs keep their payload, not quieted, as numpy does. */
 static inline uint32_t float_of_half(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
@@ -126,96 +46,283 @@ static inline uint16_t half_of_bfloat(uint16_t b) {
     return (b & 0x7FFFu) > 0x7F80u ? nan : half_bits((uint32_t)b << 16);
 }
 
-LP_CLONES static void bf16_to_f32(const uint16_t *x, uint32_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = (uint32_t)x[i] << 16;
-}
+#define PORTABLE(NAME, S, T, EXPR)                                                            \
+    static void NAME(const S *x, T *out, Py_ssize_t n) {                                      \
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = EXPR(x[i]);                               \
+    }
+#define SHIFTED(v) ((uint32_t)(v) << 16)
+#define BFLOAT_OF_HALF(v) bfloat_bits(float_of_half(v))
 
-static void bf16_to_f16_portable(const uint16_t *x, uint16_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = half_of_bfloat(x[i]);
-}
-
-static void f16_to_f32_portable(const uint16_t *x, uint32_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = float_of_half(x[i]);
-}
-
-static void f16_to_bf16_portable(const uint16_t *x, uint16_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = bfloat_bits(float_of_half(x[i]));
-}
+PORTABLE(f32_to_f16_portable, uint32_t, uint16_t, half_bits)
+PORTABLE(f32_to_bf16_portable, uint32_t, uint16_t, bfloat_bits)
+PORTABLE(bf16_to_f32_portable, uint16_t, uint32_t, SHIFTED)
+PORTABLE(bf16_to_f16_portable, uint16_t, uint16_t, half_of_bfloat)
+PORTABLE(f16_to_f32_portable, uint16_t, uint32_t, float_of_half)
+PORTABLE(f16_to_bf16_portable, uint16_t, uint16_t, BFLOAT_OF_HALF)
 
 #if LP_X86
-/* Whether any of eight 16-bit floats (exponent `top` when all ones) is a NaN. */
-__attribute__((target("avx2,f16c"))) static inline int any_nan16(__m128i v, uint16_t top) {
-    __m128i mag = _mm_and_si128(v, _mm_set1_epi16(0x7FFF));
-    return !_mm_testz_si128(_mm_cmpgt_epi16(mag, _mm_set1_epi16((short)top)),
-                            _mm_set1_epi16(-1));
+#define F16C __attribute__((target("avx2,f16c")))
+#define INLINE static inline __attribute__((always_inline))
+#define PREFETCH(p) _mm_prefetch((const char *)(p) + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0)
+#define SET1 _mm256_set1_epi32
+#define SET16(v) _mm256_set1_epi16((short)(v))
+#define LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define LOW(v) _mm256_castsi256_si128(v)
+#define HIGH(v) _mm256_extracti128_si256(v, 1)
+
+/* A vector cast `NAME` from its run `RUN(x, out, n, stream)` (which returns the elements it
+ * did), inlined twice: with streamed stores, after `REST` (the portable loop) has done the
+ * elements before the first aligned output, where the output is large; with stores through
+ * the cache elsewhere. `REST` does the tail. */
+#define VECTOR_CAST(NAME, RUN, REST, S, T)                                                    \
+    F16C static void NAME(const S *x, T *out, Py_ssize_t n) {                                 \
+        Py_ssize_t head = lp_stream_head(out, sizeof(T), n), i;                               \
+        if (head >= 0) {                                                                      \
+            REST(x, out, head);                                                               \
+            i = head + RUN(x + head, out + head, n - head, 1);                                \
+            _mm_sfence();                                                                     \
+        } else {                                                                              \
+            i = RUN(x, out, n, 0);                                                            \
+        }                                                                                     \
+        REST(x + i, out + i, n - i);                                                          \
+    }
+
+/* Whether any of sixteen 16-bit floats (exponent `top` when all ones) is a NaN. */
+F16C INLINE int any_nan16(__m256i v, uint16_t top) {
+    __m256i mag = _mm256_and_si256(v, SET16(0x7FFF));
+    __m256i nan = _mm256_cmpgt_epi16(mag, SET16(top));
+    return !_mm256_testz_si256(nan, nan);
 }
 
-/* The CPU's conversions, eight values at a time; the few vectors holding a NaN are redone by
- * the portable loops, whose NaN rules are numpy's and ml_dtypes'. */
-__attribute__((target("avx2,f16c"))) static void bf16_to_f16_f16c(const uint16_t *x,
-                                                                   uint16_t *out, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
-        __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
-        _mm_storeu_si128((__m128i *)(out + i), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
-        if (any_nan16(v, 0x7F80)) bf16_to_f16_portable(x + i, out + i, 8);
-    }
-    bf16_to_f16_portable(x + i, out + i, n - i);
+/* Whether any of two vectors of float32 holds a NaN. */
+F16C INLINE int any_nan32(__m256 a, __m256 b) {
+    __m256 nan = _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+    return !_mm256_testz_ps(nan, nan);
 }
 
-__attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint16_t *x,
-                                                                  uint32_t *out, Py_ssize_t n) {
+/* Each run below converts sixteen values at a time. The CPU's float16 conversions round like
+ * numpy but change NaNs (they quiet signalling ones), so a vector holding a NaN is redone by
+ * the portable loop, whose NaN rules are numpy's and ml_dtypes', before it is stored. */
+
+F16C INLINE Py_ssize_t f32_to_f16_run(const uint32_t *x, uint16_t *out, Py_ssize_t n,
+                                      const int stream) {
     Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
-        _mm256_storeu_ps((float *)(out + i), _mm256_cvtph_ps(v));
-        if (any_nan16(v, 0x7C00)) f16_to_f32_portable(x + i, out + i, 8);
+    for (; i + 16 <= n; i += 16) {
+        PREFETCH(x + i);
+        __m256 a = _mm256_loadu_ps((const float *)(x + i));
+        __m256 b = _mm256_loadu_ps((const float *)(x + i + 8));
+        __m128i ha = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT);
+        __m128i hb = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT);
+        if (any_nan32(a, b)) {
+            uint16_t redo[16];
+            f32_to_f16_portable(x + i, redo, 16);
+            ha = _mm_loadu_si128((const __m128i *)redo);
+            hb = _mm_loadu_si128((const __m128i *)(redo + 8));
+        }
+        lp_put16(out + i, ha, stream);
+        lp_put16(out + i + 8, hb, stream);
     }
-    f16_to_f32_portable(x + i, out + i, n - i);
+    return i;
 }
 
-/* float16 to float32 exactly, then to bfloat16 rounding half to even in integer lanes. */
-__attribute__((target("avx2,f16c"))) static void f16_to_bf16_f16c(const uint16_t *x,
-                                                                   uint16_t *out, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
-    for (; i + 8 <= n; i += 8) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
-        __m256i b = _mm256_castps_si256(_mm256_cvtph_ps(v));
-        __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), one);
-        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(b, bias), odd), 16);
-        __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
-        _mm_storeu_si128((__m128i *)(out + i), _mm256_castsi256_si128(packed));
-        if (any_nan16(v, 0x7C00)) f16_to_bf16_portable(x + i, out + i, 8);
-    }
-    f16_to_bf16_portable(x + i, out + i, n - i);
+/* float32 bits rounded to bfloat16's, half to even, in the low half of each lane. */
+F16C INLINE __m256i bfloat_lanes(__m256i b) {
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), SET1(1));
+    return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(b, SET1(0x7FFF)), odd), 16);
 }
+
+/* Two vectors of `bfloat_lanes` packed into sixteen 16-bit values in order. */
+F16C INLINE __m256i bfloat_pack(__m256i a, __m256i b) {
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(bfloat_lanes(a), bfloat_lanes(b)), 0xD8);
+}
+
+F16C INLINE Py_ssize_t f32_to_bf16_run(const uint32_t *x, uint16_t *out, Py_ssize_t n,
+                                       const int stream) {
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        PREFETCH(x + i);
+        __m256i a = LOAD(x + i), b = LOAD(x + i + 8);
+        __m256i r = bfloat_pack(a, b);
+        if (any_nan32(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b))) {
+            uint16_t redo[16];
+            f32_to_bf16_portable(x + i, redo, 16);
+            r = LOAD(redo);
+        }
+        lp_put32(out + i, r, stream);
+    }
+    return i;
+}
+
+F16C INLINE Py_ssize_t bf16_to_f32_run(const uint16_t *x, uint32_t *out, Py_ssize_t n,
+                                       const int stream) {
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        PREFETCH(x + i);
+        __m256i v = LOAD(x + i);
+        lp_put32(out + i, _mm256_slli_epi32(_mm256_cvtepu16_epi32(LOW(v)), 16), stream);
+        lp_put32(out + i + 8, _mm256_slli_epi32(_mm256_cvtepu16_epi32(HIGH(v)), 16), stream);
+    }
+    return i;
+}
+
+/* bfloat16 to float16 through the exact float32 value, which the CPU rounds. */
+F16C INLINE __m128i half_lanes_of_bfloat(__m128i v) {
+    __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+    return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
+}
+
+F16C INLINE Py_ssize_t bf16_to_f16_run(const uint16_t *x, uint16_t *out, Py_ssize_t n,
+                                       const int stream) {
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        PREFETCH(x + i);
+        __m256i v = LOAD(x + i);
+        __m128i ha = half_lanes_of_bfloat(LOW(v)), hb = half_lanes_of_bfloat(HIGH(v));
+        if (any_nan16(v, 0x7F80)) {
+            uint16_t redo[16];
+            bf16_to_f16_portable(x + i, redo, 16);
+            ha = _mm_loadu_si128((const __m128i *)redo);
+            hb = _mm_loadu_si128((const __m128i *)(redo + 8));
+        }
+        lp_put16(out + i, ha, stream);
+        lp_put16(out + i + 8, hb, stream);
+    }
+    return i;
+}
+
+F16C INLINE Py_ssize_t f16_to_f32_run(const uint16_t *x, uint32_t *out, Py_ssize_t n,
+                                      const int stream) {
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        PREFETCH(x + i);
+        __m256i v = LOAD(x + i);
+        __m256 a = _mm256_cvtph_ps(LOW(v)), b = _mm256_cvtph_ps(HIGH(v));
+        if (any_nan16(v, 0x7C00)) {
+            uint32_t redo[16];
+            f16_to_f32_portable(x + i, redo, 16);
+            a = _mm256_loadu_ps((const float *)redo);
+            b = _mm256_loadu_ps((const float *)(redo + 8));
+        }
+        lp_put32(out + i, _mm256_castps_si256(a), stream);
+        lp_put32(out + i + 8, _mm256_castps_si256(b), stream);
+    }
+    return i;
+}
+
+/* float16 to bfloat16 without a float32 stage, in 16-bit lanes: a normal float16's mantissa
+ * rounds from ten bits to seven, half to even, and its exponent is rebiased by 112, a carry
+ * of the rounding going into it; zeros keep their sign. A vector holding a subnormal, an
+ * infinity or a NaN goes through float32: the CPU's conversion, then `bfloat_lanes`, and the
+ * portable loop where it holds a NaN. */
+F16C INLINE Py_ssize_t f16_to_bf16_run(const uint16_t *x, uint16_t *out, Py_ssize_t n,
+                                       const int stream) {
+    __m256i low15 = SET16(0x7FFF), one = SET16(1), three = SET16(3), rebias = SET16(112 << 7);
+    __m256i min_normal = SET16(0x0400), max_finite = SET16(0x7BFF), sign = SET16(0x8000);
+    /* held in registers: GCC would otherwise rebuild these in the loop from immediates */
+    __asm__("" : "+x"(low15), "+x"(one), "+x"(three), "+x"(rebias));
+    __asm__("" : "+x"(min_normal), "+x"(max_finite), "+x"(sign));
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        PREFETCH(x + i);
+        __m256i v = LOAD(x + i);
+        __m256i mag = _mm256_and_si256(v, low15);
+        __m256i odd = _mm256_and_si256(_mm256_srli_epi16(mag, 3), one);
+        __m256i r = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(mag, three), odd), 3);
+        r = _mm256_add_epi16(r, rebias);
+        __m256i tiny = _mm256_cmpgt_epi16(min_normal, mag); /* zero or subnormal */
+        __m256i huge = _mm256_cmpgt_epi16(mag, max_finite); /* infinity or NaN */
+        r = _mm256_or_si256(_mm256_andnot_si256(tiny, r), _mm256_and_si256(v, sign));
+        if (!_mm256_testz_si256(_mm256_or_si256(tiny, huge), mag)) {
+            __m256i a = _mm256_castps_si256(_mm256_cvtph_ps(LOW(v)));
+            r = bfloat_pack(a, _mm256_castps_si256(_mm256_cvtph_ps(HIGH(v))));
+            if (any_nan16(v, 0x7C00)) {
+                uint16_t redo[16];
+                f16_to_bf16_portable(x + i, redo, 16);
+                r = LOAD(redo);
+            }
+        }
+        lp_put32(out + i, r, stream);
+    }
+    return i;
+}
+
+VECTOR_CAST(f32_to_f16_f16c, f32_to_f16_run, f32_to_f16_portable, uint32_t, uint16_t)
+VECTOR_CAST(f32_to_bf16_f16c, f32_to_bf16_run, f32_to_bf16_portable, uint32_t, uint16_t)
+VECTOR_CAST(bf16_to_f32_f16c, bf16_to_f32_run, bf16_to_f32_portable, uint16_t, uint32_t)
+VECTOR_CAST(bf16_to_f16_f16c, bf16_to_f16_run, bf16_to_f16_portable, uint16_t, uint16_t)
+VECTOR_CAST(f16_to_f32_f16c, f16_to_f32_run, f16_to_f32_portable, uint16_t, uint32_t)
+VECTOR_CAST(f16_to_bf16_f16c, f16_to_bf16_run, f16_to_bf16_portable, uint16_t, uint16_t)
 #endif
 
-/* The casts from 16-bit floats, by kind; the CPU's conversions where it has them. */
+/* A cast by its vector loop where the CPU has AVX2 and F16C, else by its portable one. */
+#if LP_X86
+#define BEST(NAME, S, T)                                                                      \
+    static void NAME(const S *x, T *out, Py_ssize_t n) {                                      \
+        if (lp_has_f16c) NAME##_f16c(x, out, n);                                              \
+        else NAME##_portable(x, out, n);                                                      \
+    }
+#else
+#define BEST(NAME, S, T)                                                                      \
+    static void NAME(const S *x, T *out, Py_ssize_t n) { NAME##_portable(x, out, n); }
+#endif
+
+BEST(f32_to_f16, uint32_t, uint16_t)
+BEST(f32_to_bf16, uint32_t, uint16_t)
+BEST(bf16_to_f32, uint16_t, uint32_t)
+BEST(bf16_to_f16, uint16_t, uint16_t)
+BEST(f16_to_f32, uint16_t, uint32_t)
+BEST(f16_to_bf16, uint16_t, uint16_t)
+
+static void f32_to_e4m3fn(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
+    lp_f32_to_float8(x, out, n, 1);  /* float8.c */
+}
+
+static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
+    lp_f32_to_float8(x, out, n, 0);
+}
+
+/* float16 or bfloat16 to a float8 format through float32, which holds every 16-bit value
+ * exactly, so that it rounds once: in registers with AVX2 and F16C, else block by block
+ * through a buffer that stays in the first-level cache. */
+static void half_to_float8(const uint16_t *x, uint8_t *out, Py_ssize_t n, int bfloat,
+                           int finite) {
+#if LP_X86
+    if (lp_has_f16c) {  /* in registers */
+        lp_half_to_float8_f16c(x, out, n, !bfloat, finite);
+        return;
+    }
+#endif
+    enum { BLOCK = 1024 };
+    uint32_t wide[BLOCK];
+    for (Py_ssize_t i = 0; i < n; i += BLOCK) {
+        Py_ssize_t m = n - i < BLOCK ? n - i : BLOCK;
+        if (bfloat) bf16_to_f32(x + i, wide, m);
+        else f16_to_f32(x + i, wide, m);
+        lp_f32_to_float8(wide, out + i, m, finite);  /* float8.c */
+    }
+}
+
+/* The casts from 16-bit floats, by kind (CAST16_KINDS' place). */
 static void cast16(int which, const uint16_t *x, void *out, Py_ssize_t n) {
-    if (which == 0) {
-        bf16_to_f32(x, out, n);
-        return;
-    }
-#if LP_X86
-    if (lp_has_f16c) {
-        if (which == 1) bf16_to_f16_f16c(x, out, n);
-        else if (which == 2) f16_to_f32_f16c(x, out, n);
-        else f16_to_bf16_f16c(x, out, n);
-        return;
-    }
-#endif
-    if (which == 1) bf16_to_f16_portable(x, out, n);
-    else if (which == 2) f16_to_f32_portable(x, out, n);
-    else f16_to_bf16_portable(x, out, n);
+    if (which == 0) bf16_to_f32(x, out, n);
+    else if (which == 1) bf16_to_f16(x, out, n);
+    else if (which == 2) f16_to_f32(x, out, n);
+    else if (which == 3) f16_to_bf16(x, out, n);
+    else half_to_float8(x, out, n, which < 6, which % 2 == 0);
 }
+
+#define CAST16_KINDS 8
+static const char *const CAST16_NAMES[CAST16_KINDS] = {
+    "bfloat16>float32",      "bfloat16>float16",   "float16>float32",
+    "float16>bfloat16",      "bfloat16>float8_e4m3fn", "bfloat16>float8_e5m2",
+    "float16>float8_e4m3fn", "float16>float8_e5m2",
+};
 
 const char lp_cast16_doc[] = PyDoc_STR(
              "cast16(kind, x, out): convert 1-D 16-bit float bits `x` (uint16) into `out`; kind\n"
              "is 'bfloat16>float32' or 'float16>float32' (uint32 out), 'bfloat16>float16' or\n"
-             "'float16>bfloat16' (uint16 out).");
+             "'float16>bfloat16' (uint16 out), or 'bfloat16>' or 'float16>' followed by\n"
+             "'float8_e4m3fn' or 'float8_e5m2' (uint8 out).");
 
 PyObject *lp_cast16(PyObject *self, PyObject *args) {
     const char *kind;
@@ -223,18 +330,17 @@ PyObject *lp_cast16(PyObject *self, PyObject *args) {
     Buf b[2];
     memset(b, 0, sizeof b);
     if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
-    static const char *const kinds[] = {"bfloat16>float32", "bfloat16>float16",
-                                        "float16>float32", "float16>bfloat16"};
     int which = -1;
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(kind, kinds[i]) == 0) which = i;
+    for (int i = 0; i < CAST16_KINDS; i++) {
+        if (strcmp(kind, CAST16_NAMES[i]) == 0) which = i;
     }
     if (which < 0) {
         PyErr_Format(PyExc_ValueError, "expected kind bfloat16>float32, bfloat16>float16, "
-                     "float16>float32 or float16>bfloat16, got '%s'", kind);
+                     "float16>float32, float16>bfloat16, or bfloat16> or float16> then "
+                     "float8_e4m3fn or float8_e5m2, got '%s'", kind);
         return NULL;
     }
-    Py_ssize_t n = lp_flat_pair(xo, oo, b, 2, which == 0 || which == 2 ? 4 : 2);
+    Py_ssize_t n = lp_flat_pair(xo, oo, b, 2, which >= 4 ? 1 : which % 2 ? 2 : 4);
     if (n < 0) {
         lp_release(b, 2);
         return NULL;
@@ -248,19 +354,64 @@ PyObject *lp_cast16(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Table lookups. On little-endian CPUs, to entries narrower than eight bytes, eight codes at
+ * a time, their entries gathered into 64-bit words so that each store writes eight bytes: the
+ * stores of single narrow items, not the loads, bound the plain loop. */
+#define PLAIN_LOOKUP(NAME, S, T)                                                               \
+    LP_CLONES static void NAME(const S *x, T *out, const T *table, Py_ssize_t n) {           \
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];                               \
+    }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define LOOKUP(NAME, S, T)                                                                     \
     LP_CLONES static void NAME(const S *x, T *out, const T *table, Py_ssize_t n) {           \
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];                             \
+        const size_t per = 8 / sizeof(T);                                                      \
+        Py_ssize_t i = 0;                                                                      \
+        for (; i + 8 <= n; i += 8) {                                                           \
+            uint64_t words[sizeof(T)];                                                         \
+            for (size_t k = 0; k < sizeof(T); k++) {                                           \
+                uint64_t w = 0;                                                                \
+                for (size_t q = 0; q < per; q++) {                                             \
+                    w |= (uint64_t)table[x[i + k * per + q]] << (8 * sizeof(T) * q);           \
+                }                                                                              \
+                words[k] = w;                                                                  \
+            }                                                                                  \
+            memcpy(out + i, words, sizeof words);                                              \
+        }                                                                                      \
+        for (; i < n; i++) out[i] = table[x[i]];                                               \
     }
+#else
+#define LOOKUP PLAIN_LOOKUP
+#endif
 
 LOOKUP(lookup_8_8, uint8_t, uint8_t)
 LOOKUP(lookup_8_16, uint8_t, uint16_t)
 LOOKUP(lookup_8_32, uint8_t, uint32_t)
-LOOKUP(lookup_8_64, uint8_t, uint64_t)
+PLAIN_LOOKUP(lookup_8_64, uint8_t, uint64_t)
 LOOKUP(lookup_16_8, uint16_t, uint8_t)
 LOOKUP(lookup_16_16, uint16_t, uint16_t)
 LOOKUP(lookup_16_32, uint16_t, uint32_t)
-LOOKUP(lookup_16_64, uint16_t, uint64_t)
+PLAIN_LOOKUP(lookup_16_64, uint16_t, uint64_t)
+
+#if LP_X86
+/* Lookups to entries of 8 bytes with a large output: two entries a streamed 16-byte store,
+ * after a head up to an aligned output (streaming halves their time: each line is written
+ * without being read first). */
+#define STREAMED_LOOKUP(NAME, PLAIN, S)                                                        \
+    static void NAME(const S *x, uint64_t *out, const uint64_t *table, Py_ssize_t n,           \
+                     Py_ssize_t head) {                                                        \
+        Py_ssize_t i = head;                                                                   \
+        PLAIN(x, out, table, head);                                                            \
+        for (; i + 2 <= n; i += 2) {                                                           \
+            __m128i v = _mm_set_epi64x((long long)table[x[i + 1]], (long long)table[x[i]]);    \
+            _mm_stream_si128((__m128i *)(out + i), v);                                         \
+        }                                                                                      \
+        _mm_sfence();                                                                          \
+        PLAIN(x + i, out + i, table, n - i);                                                   \
+    }
+
+STREAMED_LOOKUP(lookup_8_64_streamed, lookup_8_64, uint8_t)
+STREAMED_LOOKUP(lookup_16_64_streamed, lookup_16_64, uint16_t)
+#endif
 
 const char lp_cast_doc[] = PyDoc_STR(
              "cast(kind, x, out): convert 1-D float32 bits `x` (uint32) into `out`; kind is\n"
@@ -341,8 +492,16 @@ PyObject *lp_lookup(PyObject *self, PyObject *args) {
     }
     const void *x = b[0].view.buf, *table = b[2].view.buf;
     void *out = b[1].view.buf;
+    Py_ssize_t head = t == 8 ? lp_stream_head(out, 8, n) : -1;
     Py_BEGIN_ALLOW_THREADS
+#if LP_X86
+    if (head >= 0 && s == 1) lookup_8_64_streamed(x, out, table, n, head);
+    else if (head >= 0) lookup_16_64_streamed(x, out, table, n, head);
+    else lookup_run(x, s, out, t, table, n);
+#else
+    (void)head;
     lookup_run(x, s, out, t, table, n);
+#endif
     Py_END_ALLOW_THREADS
     lp_release(b, 3);
     Py_RETURN_NONE;

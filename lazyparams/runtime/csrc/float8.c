@@ -1,6 +1,7 @@
 /* The float8 casts: float32 to float8_e4m3fn and float8_e5m2, rounding half to even as
- * ml_dtypes does, and back to float32 exactly; AVX2 loops where the CPU has them, eight
- * values at a time in integer lanes, the portable loops elsewhere and for the tails. */
+ * ml_dtypes does, and back to float32 exactly; AVX2 and F16C loops where the CPU has them
+ * (large outputs streamed around the cache), the portable loops elsewhere and for the heads
+ * and tails. */
 #include "native.h"
 
 /* float32 to the bits of an 8-bit float with `man` mantissa bits and exponent bias `bias`,
@@ -39,13 +40,16 @@ static void to_small_portable(const uint32_t *x, uint8_t *out, Py_ssize_t n, int
 
 #if LP_X86
 #define AVX2 __attribute__((target("avx2")))
+#define F16C __attribute__((target("avx2,f16c")))
+#define INLINE static inline __attribute__((always_inline))
 #define SET1 _mm256_set1_epi32
+enum { FROM_FLOAT32, FROM_BFLOAT16, FROM_FLOAT16 };
 
-/* `small_float_bits` of eight values, each result in the low byte of its lane. */
-AVX2 static inline __m256i small_lanes(__m256i b, const int man, const int bias,
-                                       const int finite) {
+/* `small_float_bits` of eight values without their signs, each in its lane as a signed number
+ * that packing with signed saturation turns into the code's byte: past the largest code it
+ * saturates to 0x7F, and an e5m2 NaN is -1 (0xFF), told from infinity after packing. */
+AVX2 INLINE __m256i small_lanes(__m256i b, const int man, const int bias, const int finite) {
     const int shift = 23 - man;
-    __m256i sign = _mm256_and_si256(_mm256_srli_epi32(b, 24), SET1(0x80));
     __m256i mag = _mm256_and_si256(b, SET1(0x7FFFFFFF));
     __m256i odd = _mm256_and_si256(_mm256_srli_epi32(mag, shift), SET1(1));
     __m256i bump = SET1((int)(((uint32_t)(bias - 127) << 23) + ((1u << (shift - 1)) - 1u)));
@@ -53,63 +57,229 @@ AVX2 static inline __m256i small_lanes(__m256i b, const int man, const int bias,
     __m256i magic = SET1((1 - bias - man + 23 + 127) << 23);
     __m256 sum = _mm256_add_ps(_mm256_castsi256_ps(mag), _mm256_castsi256_ps(magic));
     __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(sum), magic);
-    __m256i small = _mm256_cmpgt_epi32(SET1((1 - bias + 127) << 23), mag);
-    __m256i r = _mm256_blendv_epi8(normal, sub, small);
-    /* An infinity or NaN input rounds, as a normal, far past the largest code, so the range
-     * test alone finds it; only e5m2 tells NaN (its quiet NaN) from infinity. */
-    if (finite) {
-        r = _mm256_blendv_epi8(r, SET1(0x7F), _mm256_cmpgt_epi32(r, SET1(0x7E)));
-    } else {
-        __m256i nan = _mm256_cmpgt_epi32(mag, SET1(0x7F800000));
-        r = _mm256_blendv_epi8(r, SET1(0x7C), _mm256_cmpgt_epi32(r, SET1(0x7B)));
-        r = _mm256_blendv_epi8(r, SET1(0x7E), nan);
-    }
-    return _mm256_or_si256(sign, r);
+    __m256i is_normal = _mm256_cmpgt_epi32(mag, SET1(((1 - bias + 127) << 23) - 1));
+    __m256i r = _mm256_blendv_epi8(sub, normal, is_normal);
+    /* An infinity or a NaN rounds, as a normal, far past the largest code, so saturation
+     * finds it; only e5m2 tells a NaN (made -1) from infinity. */
+    if (!finite) r = _mm256_or_si256(r, _mm256_cmpgt_epi32(mag, SET1(0x7F800000)));
+    return r;
 }
 
-/* Thirty-two values a time: four vectors of lanes packed to bytes, then put back in order
- * (the packs interleave the 128-bit halves). */
-AVX2 static void to_small_avx2(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite) {
+/* Thirty-two values at a time (the run, returning how many it did), from float32 or from a
+ * 16-bit float (`source`) widened to float32 exactly: four vectors of lanes packed to bytes
+ * with signed saturation, which for e4m3fn already makes everything past 448 its NaN (0x7F);
+ * e5m2 clamps to infinity (0x7C), then turns the NaNs' 0xFF to 0x7E. The signs are packed
+ * alike from the inputs themselves; the packs interleave the 128-bit halves, which one
+ * permutation puts back in order. */
+
+F16C INLINE Py_ssize_t to_small_run(const void *src, uint8_t *out, Py_ssize_t n,
+                                    const int finite, const int stream, const int source) {
+    const int man = finite ? 3 : 2, bias = finite ? 7 : 15;
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const Py_ssize_t size = source == FROM_FLOAT32 ? 4 : 2;
     Py_ssize_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        __m256i v[4];
-        for (int q = 0; q < 4; q++) {
-            __m256i b = _mm256_loadu_si256((const __m256i *)(x + i + 8 * q));
-            v[q] = finite ? small_lanes(b, 3, 7, 1) : small_lanes(b, 2, 15, 0);
+        const char *x = (const char *)src + i * size;
+        __m256i b0, b1, b2, b3;
+        _mm_prefetch(x + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+        if (source == FROM_FLOAT32) {
+            _mm_prefetch(x + LP_CAST_PREFETCH_BYTES + 64, _MM_HINT_T0);
+            b0 = _mm256_loadu_si256((const __m256i *)x);
+            b1 = _mm256_loadu_si256((const __m256i *)(x + 32));
+            b2 = _mm256_loadu_si256((const __m256i *)(x + 64));
+            b3 = _mm256_loadu_si256((const __m256i *)(x + 96));
+        } else if (source == FROM_FLOAT16) {  /* exact; NaNs quieted, still NaNs */
+            b0 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x)));
+            b1 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 16))));
+            b2 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 32))));
+            b3 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 48))));
+        } else {  /* bfloat16 shifted up by interleaving: values 0-3 and 8-11 in b0, and so on */
+            __m256i v = _mm256_loadu_si256((const __m256i *)x), zero = _mm256_setzero_si256();
+            __m256i w = _mm256_loadu_si256((const __m256i *)(x + 32));
+            b0 = _mm256_unpacklo_epi16(zero, v);
+            b1 = _mm256_unpackhi_epi16(zero, v);
+            b2 = _mm256_unpacklo_epi16(zero, w);
+            b3 = _mm256_unpackhi_epi16(zero, w);
         }
-        __m256i lo = _mm256_packus_epi32(v[0], v[1]), hi = _mm256_packus_epi32(v[2], v[3]);
-        __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(lo, hi), order);
-        _mm256_storeu_si256((__m256i *)(out + i), bytes);
+        __m256i lo = _mm256_packs_epi32(small_lanes(b0, man, bias, finite),
+                                        small_lanes(b1, man, bias, finite));
+        __m256i hi = _mm256_packs_epi32(small_lanes(b2, man, bias, finite),
+                                        small_lanes(b3, man, bias, finite));
+        __m256i codes = _mm256_packs_epi16(lo, hi);
+        if (!finite) {
+            codes = _mm256_min_epi8(codes, _mm256_set1_epi8(0x7C));
+            codes = _mm256_min_epu8(codes, _mm256_set1_epi8(0x7E));
+        }
+        __m256i signs = _mm256_packs_epi16(_mm256_packs_epi32(b0, b1), _mm256_packs_epi32(b2, b3));
+        codes = _mm256_or_si256(codes, _mm256_and_si256(signs, _mm256_set1_epi8(-128)));
+        /* the interleaved bfloat16 vectors come out of the packs in 64-bit pieces */
+        codes = source == FROM_BFLOAT16 ? _mm256_permute4x64_epi64(codes, 0xD8)
+                                        : _mm256_permutevar8x32_epi32(codes, order);
+        lp_put32(out + i, codes, stream);
+    }
+    return i;
+}
+
+F16C static void to_small_avx2(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite) {
+    Py_ssize_t head = lp_stream_head(out, 1, n), i;
+    if (head >= 0) {
+        to_small_portable(x, out, head, finite);
+        i = head + (finite ? to_small_run(x + head, out + head, n - head, 1, 1, FROM_FLOAT32)
+                           : to_small_run(x + head, out + head, n - head, 0, 1, FROM_FLOAT32));
+        _mm_sfence();
+    } else {
+        i = finite ? to_small_run(x, out, n, 1, 0, FROM_FLOAT32)
+                   : to_small_run(x, out, n, 0, 0, FROM_FLOAT32);
     }
     to_small_portable(x + i, out + i, n - i, finite);
 }
 
-/* float8 codes to float32 bits, eight at a time: sign, exponent and mantissa moved into
- * place; subnormals (exponent 0) are mantissa * 2**(1 - bias - man), which float32 holds
- * exactly. A vector holding a NaN or an infinity is redone from `table` (ml_dtypes' values). */
-AVX2 static void from_small_avx2(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
-                                 const uint32_t *table) {
-    const int man = finite ? 3 : 2, bias = finite ? 7 : 15;
-    const __m256i exp_mask = SET1((1 << (7 - man)) - 1), man_mask = SET1((1 << man) - 1);
-    const __m256 step = _mm256_castsi256_ps(SET1((1 - bias - man + 127) << 23));
+/* The float8 of `n` 16-bit floats (`half`: float16, else bfloat16), the vectors' leftovers
+ * widened one by one. */
+F16C static void half_to_small_rest(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
+                                    int finite) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t b = half ? f32_bits(_cvtsh_ss(x[i])) : (uint32_t)x[i] << 16;
+        out[i] = finite ? small_float_bits(b, 3, 7, 1) : small_float_bits(b, 2, 15, 0);
+    }
+}
+
+#define HALF_RUN(x, out, n, stream)                                                           \
+    (half ? (finite ? to_small_run(x, out, n, 1, stream, FROM_FLOAT16)                       \
+                    : to_small_run(x, out, n, 0, stream, FROM_FLOAT16))                      \
+          : (finite ? to_small_run(x, out, n, 1, stream, FROM_BFLOAT16)                      \
+                    : to_small_run(x, out, n, 0, stream, FROM_BFLOAT16)))
+
+F16C void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
+                                 int finite) {
+    Py_ssize_t head = lp_stream_head(out, 1, n), i;
+    if (head >= 0) {
+        half_to_small_rest(x, out, head, half, finite);
+        i = head + HALF_RUN(x + head, out + head, n - head, 1);
+        _mm_sfence();
+    } else {
+        i = HALF_RUN(x, out, n, 0);
+    }
+    half_to_small_rest(x + i, out + i, n - i, half, finite);
+}
+
+/* float8 codes to float32, sixteen at a time, by the CPU's float16 conversion: a code of e5m2
+ * is the top byte of the float16 of its value; e4m3fn's sign, exponent and mantissa, moved
+ * into float16's places, give its value times 2**-8, subnormals alike, which one exact
+ * multiplication undoes. Returns whether a code is a NaN, whose bits the conversion changes
+ * (e4m3fn's S.1111.111 it reads as a number): the callers redo those vectors from their
+ * table (ml_dtypes' values). */
+F16C INLINE int small_to_f32(__m128i v, const int finite, __m256 *a, __m256 *b) {
+    const __m128i zero = _mm_setzero_si128(), low7 = _mm_set1_epi8(0x7F);
+    __m128i lo = _mm_unpacklo_epi8(zero, v), hi = _mm_unpackhi_epi8(zero, v), nan;
+    if (finite) {
+        const __m128i keep = _mm_set1_epi16((short)0xBFFF);
+        const __m256 scale = _mm256_set1_ps(256.0f);
+        lo = _mm_and_si128(_mm_srai_epi16(lo, 1), keep);
+        hi = _mm_and_si128(_mm_srai_epi16(hi, 1), keep);
+        *a = _mm256_mul_ps(_mm256_cvtph_ps(lo), scale);
+        *b = _mm256_mul_ps(_mm256_cvtph_ps(hi), scale);
+        nan = _mm_cmpeq_epi8(_mm_and_si128(v, low7), low7);
+    } else {
+        *a = _mm256_cvtph_ps(lo);
+        *b = _mm256_cvtph_ps(hi);
+        nan = _mm_cmpgt_epi8(_mm_and_si128(v, low7), _mm_set1_epi8(0x7C));
+    }
+    return !_mm_testz_si128(nan, nan);
+}
+
+/* A line of codes prefetched every fourth vector of sixteen. */
+#define PREFETCH_CODES(x, i)                                                                   \
+    if ((i) % 64 == 0) _mm_prefetch((const char *)((x) + (i)) + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0)
+
+F16C INLINE Py_ssize_t from_small_run(const uint8_t *x, uint32_t *out, Py_ssize_t n,
+                                      const uint32_t *table, const int finite,
+                                      const int stream) {
     Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x + i)));
-        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(v, SET1(0x80)), 24);
-        __m256i e = _mm256_and_si256(_mm256_srli_epi32(v, man), exp_mask);
-        __m256i m = _mm256_and_si256(v, man_mask);
-        __m256i normal = _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(e, SET1(127 - bias)), 23),
-                                         _mm256_slli_epi32(m, 23 - man));
-        __m256i sub = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(m), step));
-        __m256i r = _mm256_blendv_epi8(normal, sub, _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
-        _mm256_storeu_si256((__m256i *)(out + i), _mm256_or_si256(r, sign));
-        /* e4m3fn's only special code is S.1111.111; e5m2's are every code of exponent 31 */
-        __m256i special = finite ? _mm256_cmpeq_epi32(_mm256_and_si256(v, SET1(0x7F)), SET1(0x7F))
-                                 : _mm256_cmpeq_epi32(e, exp_mask);
-        if (!_mm256_testz_si256(special, special)) {
-            for (int q = 0; q < 8; q++) out[i + q] = table[x[i + q]];
+    for (; i + 16 <= n; i += 16) {
+        PREFETCH_CODES(x, i);
+        __m256 a, b;
+        if (small_to_f32(_mm_loadu_si128((const __m128i *)(x + i)), finite, &a, &b)) {
+            uint32_t redo[16];
+            for (int q = 0; q < 16; q++) redo[q] = table[x[i + q]];
+            a = _mm256_loadu_ps((const float *)redo);
+            b = _mm256_loadu_ps((const float *)(redo + 8));
         }
+        lp_put32(out + i, _mm256_castps_si256(a), stream);
+        lp_put32(out + i + 8, _mm256_castps_si256(b), stream);
+    }
+    return i;
+}
+
+/* float8 codes to float16 (`half`) or bfloat16, sixteen at a time, exactly (each float8 value
+ * is one of theirs): e5m2 to float16 is a shift; otherwise the float32 of `small_to_f32`,
+ * narrowed by the CPU's float16 conversion, or cut to its top half for bfloat16. */
+F16C INLINE Py_ssize_t to_half_run(const uint8_t *x, uint16_t *out, Py_ssize_t n,
+                                   const uint16_t *table, const int finite, const int half,
+                                   const int stream) {
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        PREFETCH_CODES(x, i);
+        __m128i v = _mm_loadu_si128((const __m128i *)(x + i));
+        __m256i r;
+        int nan;
+        if (half && !finite) {
+            __m128i low7 = _mm_and_si128(v, _mm_set1_epi8(0x7F));
+            __m128i nans = _mm_cmpgt_epi8(low7, _mm_set1_epi8(0x7C));
+            nan = !_mm_testz_si128(nans, nans);
+            r = _mm256_slli_epi16(_mm256_cvtepu8_epi16(v), 8);
+        } else {
+            __m256 a, b;
+            nan = small_to_f32(v, finite, &a, &b);
+            if (half) {
+                r = _mm256_set_m128i(_mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT),
+                                     _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+            } else {
+                __m256i top = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(a), 16),
+                                                  _mm256_srli_epi32(_mm256_castps_si256(b), 16));
+                r = _mm256_permute4x64_epi64(top, 0xD8);
+            }
+        }
+        if (nan) {
+            uint16_t redo[16];
+            for (int q = 0; q < 16; q++) redo[q] = table[x[i + q]];
+            r = _mm256_loadu_si256((const __m256i *)redo);
+        }
+        lp_put32(out + i, r, stream);
+    }
+    return i;
+}
+
+#define TO_HALF(x, out, n, stream)                                                            \
+    (finite ? (half ? to_half_run(x, out, n, table, 1, 1, stream)                            \
+                    : to_half_run(x, out, n, table, 1, 0, stream))                           \
+            : (half ? to_half_run(x, out, n, table, 0, 1, stream)                            \
+                    : to_half_run(x, out, n, table, 0, 0, stream)))
+
+F16C static void to_half_f16c(const uint8_t *x, uint16_t *out, Py_ssize_t n, int finite,
+                              int half, const uint16_t *table) {
+    Py_ssize_t head = lp_stream_head(out, 2, n), i = 0;
+    if (head >= 0) {
+        for (; i < head; i++) out[i] = table[x[i]];
+        i += TO_HALF(x + i, out + i, n - i, 1);
+        _mm_sfence();
+    } else {
+        i = TO_HALF(x, out, n, 0);
+    }
+    for (; i < n; i++) out[i] = table[x[i]];
+}
+
+F16C static void from_small_f16c(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
+                                 const uint32_t *table) {
+    Py_ssize_t head = lp_stream_head(out, 4, n), i = 0;
+    if (head >= 0) {
+        for (; i < head; i++) out[i] = table[x[i]];
+        i += finite ? from_small_run(x + i, out + i, n - i, table, 1, 1)
+                    : from_small_run(x + i, out + i, n - i, table, 0, 1);
+        _mm_sfence();
+    } else {
+        i = finite ? from_small_run(x, out, n, table, 1, 0)
+                   : from_small_run(x, out, n, table, 0, 0);
     }
     for (; i < n; i++) out[i] = table[x[i]];
 }
@@ -131,7 +301,20 @@ void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
                       const uint32_t *table) {
 #if LP_X86
     if (lp_has_f16c) {
-        from_small_avx2(x, out, n, finite, table);
+        from_small_f16c(x, out, n, finite, table);
+        return;
+    }
+#endif
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];
+}
+
+/* float8_e4m3fn (`finite`) or float8_e5m2 to float16 (`half`) or bfloat16, `table` holding
+ * every code's bits. */
+static void float8_to_half(const uint8_t *x, uint16_t *out, Py_ssize_t n, int finite, int half,
+                           const uint16_t *table) {
+#if LP_X86
+    if (lp_has_f16c) {
+        to_half_f16c(x, out, n, finite, half, table);
         return;
     }
 #endif
@@ -139,33 +322,43 @@ void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
 }
 
 const char lp_cast8_doc[] = PyDoc_STR(
-             "cast8(kind, x, out, table): float8 codes `x` (uint8) to float32 bits `out`\n"
-             "(uint32); kind is 'float8_e4m3fn>float32' or 'float8_e5m2>float32', `table` the\n"
-             "float32 bits of each of the 256 codes (for NaNs and infinities).");
+             "cast8(kind, x, out, table): float8 codes `x` (uint8) to the bits `out` of a wider\n"
+             "float; kind is 'float8_e4m3fn>' or 'float8_e5m2>' followed by 'float32' (uint32\n"
+             "out), 'float16' or 'bfloat16' (uint16 out); `table` the bits of each of the 256\n"
+             "codes in the target (for NaNs).");
 
 PyObject *lp_cast8(PyObject *self, PyObject *args) {
+    static const char *const kinds[] = {
+        "float8_e4m3fn>float32", "float8_e5m2>float32",  "float8_e4m3fn>float16",
+        "float8_e5m2>float16",   "float8_e4m3fn>bfloat16", "float8_e5m2>bfloat16",
+    };
     const char *kind;
     PyObject *xo, *oo, *to;
     Buf b[3];
     memset(b, 0, sizeof b);
     if (!PyArg_ParseTuple(args, "sOOO", &kind, &xo, &oo, &to)) return NULL;
-    int finite = strcmp(kind, "float8_e4m3fn>float32") == 0;
-    if (!finite && strcmp(kind, "float8_e5m2>float32") != 0) {
-        PyErr_Format(PyExc_ValueError, "expected kind float8_e4m3fn>float32 or "
-                     "float8_e5m2>float32, got '%s'", kind);
+    int which = -1;
+    for (int i = 0; i < 6; i++) {
+        if (strcmp(kind, kinds[i]) == 0) which = i;
+    }
+    if (which < 0) {
+        PyErr_Format(PyExc_ValueError, "expected kind float8_e4m3fn> or float8_e5m2> then "
+                     "float32, float16 or bfloat16, got '%s'", kind);
         return NULL;
     }
-    Py_ssize_t n = lp_flat_pair(xo, oo, b, 1, 4);
-    if (n < 0 || lp_get_buf(to, &b[2], 0, 1, 4, "table") < 0 || b[2].view.shape[0] != 256) {
+    Py_ssize_t size = which < 2 ? 4 : 2, n = lp_flat_pair(xo, oo, b, 1, size);
+    if (n < 0 || lp_get_buf(to, &b[2], 0, 1, size, "table") < 0 || b[2].view.shape[0] != 256) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "expected a table of 256 codes");
         lp_release(b, 3);
         return NULL;
     }
     const uint8_t *x = b[0].view.buf;
-    uint32_t *out = b[1].view.buf;
-    const uint32_t *table = b[2].view.buf;
+    void *out = b[1].view.buf;
+    const void *table = b[2].view.buf;
+    int finite = which % 2 == 0;
     Py_BEGIN_ALLOW_THREADS
-    lp_float8_to_f32(x, out, n, finite, table);
+    if (which < 2) lp_float8_to_f32(x, out, n, finite, table);
+    else float8_to_half(x, out, n, finite, which < 4, table);
     Py_END_ALLOW_THREADS
     lp_release(b, 3);
     Py_RETURN_NONE;

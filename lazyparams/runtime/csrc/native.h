@@ -96,11 +96,48 @@ int lp_convert_kind(const char *name);
 void lp_convert(const LpConvert *conv, const void *x, Py_ssize_t in_size, void *out,
                 Py_ssize_t out_size, Py_ssize_t n);
 
+/* The casts' vector loops store an output of LP_CAST_STREAM_BYTES or more around the cache,
+ * as the transposes do theirs (native.STREAM_BYTES): it could not stay there anyway, and
+ * streamed stores skip reading each line before writing it. Runs of the transposes'
+ * conversions are far shorter, and stay in the cache. */
+#define LP_CAST_STREAM_BYTES ((Py_ssize_t)8 << 20)
+
+/* How far ahead of their reads the casts' vector loops prefetch their input: the hardware's
+ * prefetcher alone leaves them waiting on memory between its bursts. */
+#define LP_CAST_PREFETCH_BYTES 2048
+
+/* Elements a cast writing `n` items of `size` bytes at `out` does before its output reaches a
+ * 32-byte boundary, from where it streams; -1 where it stores through the cache. */
+static inline Py_ssize_t lp_stream_head(const void *out, Py_ssize_t size, Py_ssize_t n) {
+    if (n * size < LP_CAST_STREAM_BYTES || (uintptr_t)out % (uintptr_t)size) return -1;
+    return (Py_ssize_t)((32 - (uintptr_t)out % 32) % 32) / size;
+}
+
+#if LP_X86
+/* A vector store of a cast's loop, streamed (to an aligned address) or through the cache;
+ * `stream` is a constant where the loop is inlined. */
+__attribute__((target("avx2"), always_inline)) static inline void lp_put32(void *p, __m256i v,
+                                                                         const int stream) {
+    if (stream) _mm256_stream_si256((__m256i *)p, v);
+    else _mm256_storeu_si256((__m256i *)p, v);
+}
+
+__attribute__((target("avx2"), always_inline)) static inline void lp_put16(void *p, __m128i v,
+                                                                         const int stream) {
+    if (stream) _mm_stream_si128((__m128i *)p, v);
+    else _mm_storeu_si128((__m128i *)p, v);
+}
+#endif
+
 /* The float8 loops of float8.c: `finite` picks float8_e4m3fn, else float8_e5m2; `table`
  * is the float32 bits of every code. */
 void lp_f32_to_float8(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite);
 void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
                       const uint32_t *table);
+/* float16 (`half`) or bfloat16 to a float8, widened to float32 in registers (AVX2 and F16C
+ * only). */
+void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
+                            int finite);
 
 /* The Python functions, with their docstrings. */
 PyObject *lp_transpose2d(PyObject *self, PyObject *args);
