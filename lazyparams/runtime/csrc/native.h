@@ -95,6 +95,9 @@ extern const char *const LP_CONVERT_NAMES[LP_CONVERT_KINDS];
 int lp_convert_kind(const char *name);
 void lp_convert(const LpConvert *conv, const void *x, Py_ssize_t in_size, void *out,
                 Py_ssize_t out_size, Py_ssize_t n);
+/* out[i] = table[x[i]] for `n` codes of `s` bytes and entries of `t` bytes (lookup.c). */
+void lp_lookup_run(const void *x, Py_ssize_t s, void *out, Py_ssize_t t, const void *table,
+                   Py_ssize_t n);
 
 /* The casts' vector loops store an output of LP_CAST_STREAM_BYTES or more around the cache,
  * as the transposes do theirs (native.STREAM_BYTES): it could not stay there anyway, and
