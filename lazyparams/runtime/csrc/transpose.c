@@ -408,18 +408,22 @@ __attribute__((target("avx2,f16c"))) static inline void stream_runs(char *dst, P
 }
 
 /* A streamed strip of `rows` rows (at most STREAM_ROWS(SIZE), a whole number of cache lines
- * of items) against all m columns, a page of columns at a time: each line of columns (64 /
- * SIZE, two AVX2 blocks wide; the last may be partial, its missing columns read from the
- * stage but not written) goes to `runs` and on to the output. */
+ * of items) against all m columns, in tiles of at most a page of each row, as even as whole
+ * lines of columns allow (a row of 1.1 pages goes as two halves, not as a page and a tenth
+ * whose short reads would be slow). Each line of columns of a tile (64 / SIZE, two AVX2
+ * blocks wide; the last may be partial, its missing columns read from the stage but not
+ * written) goes to `runs` and on to the output. */
 #define STREAMED_STRIP(SIZE)                                                                   \
     __attribute__((target("avx2,f16c"))) static void streamed_##SIZE(                         \
         const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows,            \
         Py_ssize_t m, char *stage, char *runs, const LpConvert *conv, Py_ssize_t isz) {       \
         const Py_ssize_t run = rows * SIZE, w = 32 / SIZE;                                     \
         const Py_ssize_t page = PAGE_BYTES / (isz > SIZE ? isz : SIZE);                        \
+        const Py_ssize_t tiles = (m - 1) / page + 1;                                           \
+        const Py_ssize_t width = ((m - 1) / tiles / (2 * w) + 1) * (2 * w); /* <= page */      \
         const int halves = conv->kind == LP_CONVERT_BF16_F16;                                  \
-        for (Py_ssize_t j0 = 0; j0 < m; j0 += page) {                                          \
-            Py_ssize_t cols = m - j0 < page ? m - j0 : page;                                   \
+        for (Py_ssize_t j0 = 0; j0 < m; j0 += width) {                                         \
+            Py_ssize_t cols = m - j0 < width ? m - j0 : width;                                 \
             copy_pages(src + j0 * isz, ss, stage, rows, cols, conv, isz, SIZE);                \
             for (Py_ssize_t j = 0; j < cols; j += 2 * w) {                                     \
                 const char *block = stage + j * SIZE;                                          \
