@@ -1,10 +1,12 @@
 /* Transposes: dst[j, i] = src[i, j] for 2-D buffers of 1-, 2-, 4- or 8-byte elements, one strip
  * of input rows at a time through two small stages, with whole cache lines written to the
- * output (streamed around the cache when it is large). */
+ * output; a large output (streamed around the cache) by strips that first copy a page of each
+ * of their rows, which reads memory about as fast as a copy does. */
 #include "native.h"
 
-/* Bytes each strip of a streamed transpose writes to every output row: four whole cache
- * lines, few open at a time, but runs long enough that the memory's pages see bursts. */
+/* Bytes each blocked strip of a streamed transpose (the page strips below need AVX2) writes
+ * to every output row: four whole cache lines, few open at a time, but runs long enough that
+ * the memory's pages see bursts. */
 #ifndef STREAM_STRIP_BYTES
 #define STREAM_STRIP_BYTES 256
 #endif
@@ -320,10 +322,10 @@ static int blocked(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_
  * over. The hardware prefetcher follows a stream within a page only, so it starts over on
  * every visit, and such reads take about half as long again as sequential ones. A streamed
  * strip therefore first copies a page's worth of each of its rows, row after row, into a
- * stage (converting the items on the way, while the copy waits on memory anyway), then
- * transposes the stage one cache line of columns at a time: the register blocks of those
- * columns go to a small second stage whose rows are whole output runs, streamed to the
- * output a cache line at a time. */
+ * stage (converting the items on the way, but for bfloat16 to float16, which is done in
+ * registers as the runs go out), then transposes the stage one cache line of columns at a
+ * time: the register blocks of those columns go to a small second stage whose rows are whole
+ * output runs, streamed to the output a cache line at a time. */
 
 /* Bytes of each input row a streamed strip copies in one go: a page. */
 #define PAGE_BYTES 4096
@@ -383,7 +385,8 @@ __attribute__((target("avx2"))) static void copy_pages(const char *src, Py_ssize
             continue;
         }
         for (Py_ssize_t b = 0; b < vectors; b += 32) {
-            _mm256_store_si256((__m256i *)(to + b), _mm256_loadu_si256((const __m256i *)(row + b)));
+            __m256i x = _mm256_loadu_si256((const __m256i *)(row + b));
+            _mm256_store_si256((__m256i *)(to + b), x);
         }
         memcpy(to + vectors, row + vectors, (size_t)(bytes - vectors));
     }
@@ -474,8 +477,8 @@ static Py_ssize_t streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t
 
 /* dst[j, i] = src[i, j] converted (see `blocked`). A large output whose rows are a whole
  * number of cache lines apart takes the streamed strips where the CPU has AVX2: the rows
- * before the first whole line of the output and those after the last whole strip go to the
- * blocked loops. */
+ * before the first whole line of the output, and the few after the last whole line, go to
+ * the blocked loops. */
 static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
                      Py_ssize_t m, Py_ssize_t size, int large, const LpConvert *conv,
                      Py_ssize_t isz) {
