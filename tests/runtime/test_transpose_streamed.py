@@ -1,13 +1,13 @@
 """The streamed strips of the compiled transpose (outputs declared large, rows a whole number of
 cache lines apart, a CPU with AVX2) bit for bit against numpy and ml_dtypes.
 
-A streamed strip copies a page of each of its input rows into a stage and transposes the stage
-a cache line of columns at a time into whole output runs; the rows before the first whole line
-of the output, and the last rows short of a line, go to the blocked strips. The shapes here are
-cut around those sizes for every item size: a full strip, a strip of a few lines, rows left
-over; a whole page of columns, a second page holding a partial line of columns. Each output is
-placed in a larger buffer, at offsets within a line and with row strides that do and do not
-stream, and nothing outside it may change.
+A streamed strip copies about a page of each of its input rows into a stage and transposes the
+stage a cache line of columns at a time into whole output runs; the rows before the first whole
+line of the output, and the last rows short of a line, go to the blocked strips. The shapes
+here are cut around those sizes for every item size: a full strip, a strip of a few lines, rows
+left over; rows of one tile a little longer than a page and of three tiles, ending in a partial
+line of columns. Each output is placed in a larger buffer, at offsets within a line and with
+row strides that do and do not stream, and nothing outside it may change.
 """
 
 from __future__ import annotations
@@ -42,12 +42,14 @@ def _strip_rows(size: int) -> int:
     return 512 // size if size >= 4 else 256 // size
 
 
-def _shape(src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[int, int]:
+def _shapes(src: np.dtype[Any], dst: np.dtype[Any]) -> list[tuple[int, int]]:
     """(n, m) around the streamed strips' sizes: a full strip, one of a line and a few rows
-    more; a page of columns, then a line and part of one."""
+    more; rows of 1.1 pages (one tile) and of 2.6 pages (three), each with a partial line of
+    columns at the end."""
     line = 64 // dst.itemsize
     page = PAGE // max(src.itemsize, dst.itemsize)
-    return _strip_rows(dst.itemsize) + line + 3, page + line + line // 2 + 1
+    n = _strip_rows(dst.itemsize) + line + 3
+    return [(n, page + page // 10 + line // 2 + 1), (n, 2 * page + page * 3 // 5 + 1)]
 
 
 def _random(shape: tuple[int, int], dtype: np.dtype[Any], seed: int) -> np.ndarray:
@@ -106,11 +108,11 @@ def _astype(x: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", [np.dtype(np.uint8), E4M3, F16, BF16, F32, F64], ids=str)
 def test_streamed_transpose_matches_numpy(dtype: np.dtype[Any]) -> None:
-    n, m = _shape(dtype, dtype)
-    src = _random((n, m), dtype, n)
+    for n, m in _shapes(dtype, dtype):
+        src = _random((n, m), dtype, m)
+        _check_placements(src, np.ascontiguousarray(src.T), _plain)
+    # the last shape with strided rows on the input side, and reversed rows on either
     want = np.ascontiguousarray(src.T)
-    _check_placements(src, want, _plain)
-    # strided rows on the input side, reversed rows on either
     wide = np.empty((n, m + 7), dtype)
     wide[:, 5 : m + 5] = src
     _check_placements(wide[:, 5 : m + 5], want, _plain)
@@ -149,11 +151,11 @@ def test_streamed_converting_transpose_matches_astype(
 ) -> None:
     if native.conversion(src_dtype, dst_dtype) is None:
         pytest.skip("numpy's own cast is the exact one here")
-    n, m = _shape(src_dtype, dst_dtype)
-    src = _random((n, m), src_dtype, n + m)
-    want = np.ascontiguousarray(_astype(src, dst_dtype).T)
-    _check_placements(src, want, _converting)
-    _check_placements(src[::-1], np.ascontiguousarray(_astype(src[::-1], dst_dtype).T), _converting)
+    for n, m in _shapes(src_dtype, dst_dtype):
+        src = _random((n, m), src_dtype, n + m)
+        _check_placements(src, np.ascontiguousarray(_astype(src, dst_dtype).T), _converting)
+    flipped = src[::-1]
+    _check_placements(flipped, np.ascontiguousarray(_astype(flipped, dst_dtype).T), _converting)
 
 
 def test_streamed_bfloat16_to_float16_on_every_bit_pattern() -> None:

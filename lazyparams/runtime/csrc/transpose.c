@@ -327,11 +327,14 @@ static int blocked(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_
  * time: the register blocks of those columns go to a small second stage whose rows are whole
  * output runs, streamed to the output a cache line at a time. */
 
-/* Bytes of each input row a streamed strip copies in one go: a page. */
+/* Bytes of each input row a streamed strip copies in one go: about a page (rows of up to
+ * one and a half pages in one go, longer ones in tiles as even as whole lines allow: a row of
+ * 1.1 pages goes whole, not as a page and a tenth whose short reads would be slow). */
 #define PAGE_BYTES 4096
-/* The stage's rows are a page and a line apart, so that the rows a register block reads fall
- * in different sets of the L1 cache. */
-#define STAGE_STRIDE (PAGE_BYTES + 64)
+/* The longest stage row: a tile of 1.5 pages rounded up to a line of columns, then to an odd
+ * number of lines, so that the rows a register block reads fall in different sets of the L1
+ * cache. */
+#define STAGE_STRIDE (PAGE_BYTES * 3 / 2 + 128)
 /* Input rows of a streamed strip, so the bytes of each run it writes to an output row: 512
  * (256 for 1- and 2-byte items, whose stage would otherwise pass 1 MiB). Runs of a few cache
  * lines are as fast to stream as sequential stores. */
@@ -365,18 +368,20 @@ __attribute__((target("avx2,f16c"))) static inline __m256i halves_of_bfloats(__m
     return _mm256_blendv_epi8(h, quiet, nan);
 }
 
-/* Copies `cols` items of each of `rows` rows (`ss` apart) to the stage, row after row,
+/* Copies `cols` items of each of `rows` rows (`ss` apart) to the stage's rows (`stride`
+ * apart), row after row,
  * converted by `conv` from items of `isz` bytes into the stage's items of `size` bytes (but
  * bfloat16 to float16, which `stream_runs` converts). */
 __attribute__((target("avx2"))) static void copy_pages(const char *src, Py_ssize_t ss,
-                                                       char *stage, Py_ssize_t rows,
-                                                       Py_ssize_t cols, const LpConvert *conv,
-                                                       Py_ssize_t isz, Py_ssize_t size) {
+                                                       char *stage, Py_ssize_t stride,
+                                                       Py_ssize_t rows, Py_ssize_t cols,
+                                                       const LpConvert *conv, Py_ssize_t isz,
+                                                       Py_ssize_t size) {
     const Py_ssize_t bytes = cols * isz, vectors = bytes / 32 * 32;
     const int copy = conv->kind == LP_CONVERT_COPY || conv->kind == LP_CONVERT_BF16_F16;
     for (Py_ssize_t r = 0; r < rows; r++) {
         const char *row = src + r * ss;
-        char *to = stage + r * STAGE_STRIDE;
+        char *to = stage + r * stride;
         for (Py_ssize_t b = 0; r + COPY_AHEAD < rows && b < bytes; b += 64) {
             _mm_prefetch(row + COPY_AHEAD * ss + b, _MM_HINT_T0);
         }
@@ -411,30 +416,30 @@ __attribute__((target("avx2,f16c"))) static inline void stream_runs(char *dst, P
 }
 
 /* A streamed strip of `rows` rows (at most STREAM_ROWS(SIZE), a whole number of cache lines
- * of items) against all m columns, in tiles of at most a page of each row, as even as whole
- * lines of columns allow (a row of 1.1 pages goes as two halves, not as a page and a tenth
- * whose short reads would be slow). Each line of columns of a tile (64 / SIZE, two AVX2
- * blocks wide; the last may be partial, its missing columns read from the stage but not
- * written) goes to `runs` and on to the output. */
+ * of items) against all m columns, a tile of about a page of each row at a time (see
+ * PAGE_BYTES). Each line of columns of a tile (64 / SIZE, two AVX2 blocks wide; the last may
+ * be partial, its missing columns read from the stage but not written) goes to `runs` and on
+ * to the output. */
 #define STREAMED_STRIP(SIZE)                                                                   \
     __attribute__((target("avx2,f16c"))) static void streamed_##SIZE(                         \
         const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows,            \
         Py_ssize_t m, char *stage, char *runs, const LpConvert *conv, Py_ssize_t isz) {       \
         const Py_ssize_t run = rows * SIZE, w = 32 / SIZE;                                     \
-        const Py_ssize_t page = PAGE_BYTES / (isz > SIZE ? isz : SIZE);                        \
-        const Py_ssize_t tiles = (m - 1) / page + 1;                                           \
-        const Py_ssize_t width = ((m - 1) / tiles / (2 * w) + 1) * (2 * w); /* <= page */      \
+        const Py_ssize_t bytes = m * (isz > SIZE ? isz : SIZE), pages = bytes / PAGE_BYTES;    \
+        const Py_ssize_t tiles = bytes - pages * PAGE_BYTES < PAGE_BYTES / 2 && pages ? pages  \
+                                                                                : pages + 1;   \
+        const Py_ssize_t width = ((m - 1) / tiles / (2 * w) + 1) * (2 * w);                    \
+        const Py_ssize_t stride = ((width * SIZE + 63) / 64 | 1) * 64;                         \
         const int halves = conv->kind == LP_CONVERT_BF16_F16;                                  \
         for (Py_ssize_t j0 = 0; j0 < m; j0 += width) {                                         \
             Py_ssize_t cols = m - j0 < width ? m - j0 : width;                                 \
-            copy_pages(src + j0 * isz, ss, stage, rows, cols, conv, isz, SIZE);                \
+            copy_pages(src + j0 * isz, ss, stage, stride, rows, cols, conv, isz, SIZE);        \
             for (Py_ssize_t j = 0; j < cols; j += 2 * w) {                                     \
                 const char *block = stage + j * SIZE;                                          \
                 for (Py_ssize_t i = 0; i < rows; i += w) {                                     \
-                    micro256(block + i * STAGE_STRIDE, STAGE_STRIDE, runs + i * SIZE, run,     \
+                    micro256(block + i * stride, stride, runs + i * SIZE, run, SIZE);          \
+                    micro256(block + i * stride + 32, stride, runs + w * run + i * SIZE, run,  \
                              SIZE);                                                            \
-                    micro256(block + i * STAGE_STRIDE + 32, STAGE_STRIDE,                      \
-                             runs + w * run + i * SIZE, run, SIZE);                            \
                 }                                                                              \
                 Py_ssize_t lines = cols - j < 2 * w ? cols - j : 2 * w;                        \
                 stream_runs(dst + (j0 + j) * ds, ds, runs, lines, run, halves);               \
