@@ -39,7 +39,7 @@ def _native_on() -> Iterator[None]:
 
 def _strip_rows(size: int) -> int:
     """Input rows of a streamed strip of `size`-byte items (transpose.c's STREAM_ROWS)."""
-    return 512 // size if size >= 4 else 256 // size
+    return 512 // size if size >= 2 else 256
 
 
 def _shapes(src: np.dtype[Any], dst: np.dtype[Any]) -> list[tuple[int, int]]:

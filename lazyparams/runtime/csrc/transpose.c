@@ -336,9 +336,9 @@ static int blocked(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_
  * cache. */
 #define STAGE_STRIDE (PAGE_BYTES * 3 / 2 + 128)
 /* Input rows of a streamed strip, so the bytes of each run it writes to an output row: 512
- * (256 for 1- and 2-byte items, whose stage would otherwise pass 1 MiB). Runs of a few cache
- * lines are as fast to stream as sequential stores. */
-#define STREAM_ROWS(SIZE) ((SIZE) >= 4 ? 512 / (SIZE) : 256 / (SIZE))
+ * (256 for 1-byte items, whose stage would otherwise pass 2 MiB). Runs of a few cache lines
+ * are as fast to stream as sequential stores. */
+#define STREAM_ROWS(SIZE) ((SIZE) >= 2 ? 512 / (SIZE) : 256)
 /* How many rows ahead of the copy their page is prefetched. */
 #define COPY_AHEAD 2
 
