@@ -2,7 +2,8 @@
 
 Each part is written, permuted and converted, straight into its slice of one output from the
 buffer pool: no joined or permuted intermediate exists. 2-D transposes run the compiled
-transpose, which converts as it gathers each tile; a part kept in its layout is cast by
+transpose, which converts in the same pass (as it gathers each tile, or in registers as its
+runs go out); a part kept in its layout is cast by
 `fast.cast_into`; any other permutation goes through numpy's strided casting copy, which gives
 the same bits (a cast is elementwise). Imports numpy, `runtime.fast`, `runtime.native` and
 `runtime.pool`.

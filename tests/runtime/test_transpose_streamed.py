@@ -1,0 +1,175 @@
+"""The streamed strips of the compiled transpose (outputs declared large, rows a whole number of
+cache lines apart, a CPU with AVX2) bit for bit against numpy and ml_dtypes.
+
+A streamed strip copies about a page of each of its input rows into a stage and transposes the
+stage a cache line of columns at a time into whole output runs; the rows before the first whole
+line of the output, and the last rows short of a line, go to the blocked strips. The shapes
+here are cut around those sizes for every item size: a full strip, a strip of a few lines, rows
+left over; rows of one tile a little longer than a page and of three tiles, ending in a partial
+line of columns. Each output is placed in a larger buffer, at offsets within a line and with
+row strides that do and do not stream, and nothing outside it may change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from lazyparams.runtime import native
+
+F32, F64, F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
+PAGE = 4096
+
+pytestmark = pytest.mark.skipif(
+    not native.available(), reason="the compiled extension is not built (or LAZYPARAMS_NATIVE=0)"
+)
+
+
+@pytest.fixture(autouse=True)
+def _native_on() -> Iterator[None]:
+    with native.use_native(True):
+        yield
+
+
+def _strip_rows(size: int) -> int:
+    """Input rows of a streamed strip of `size`-byte items (transpose.c's STREAM_ROWS)."""
+    return 512 // size if size >= 2 else 256
+
+
+def _shapes(src: np.dtype[Any], dst: np.dtype[Any]) -> list[tuple[int, int]]:
+    """(n, m) around the streamed strips' sizes: a full strip, one of a line and a few rows
+    more; rows of 1.1 pages (one tile) and of 2.6 pages (three), each with a partial line of
+    columns at the end."""
+    line = 64 // dst.itemsize
+    page = PAGE // max(src.itemsize, dst.itemsize)
+    n = _strip_rows(dst.itemsize) + line + 3
+    return [(n, page + page // 10 + line // 2 + 1), (n, 2 * page + page * 3 // 5 + 1)]
+
+
+def _random(shape: tuple[int, int], dtype: np.dtype[Any], seed: int) -> np.ndarray:
+    """Random bit patterns (NaNs, infinities and subnormals among them)."""
+    raw = np.random.default_rng(seed).integers(0, 256, (*shape, dtype.itemsize), dtype=np.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return a.view(f"u{a.itemsize}")
+
+
+def _placed(
+    shape: tuple[int, int], dtype: np.dtype[Any], pad: int, offset: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A (rows, cols) view of a byte buffer filled with 0xA5: rows the smallest multiple of 64
+    bytes that fits one plus `pad` apart, the first element `offset` bytes past a line."""
+    rows, cols = shape
+    row_bytes = -(-cols * dtype.itemsize // 64) * 64 + pad
+    raw = np.full(rows * row_bytes + 128, 0xA5, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    view = raw[start : start + rows * row_bytes].view(dtype).reshape(rows, -1)[:, :cols]
+    assert view.ctypes.data % 64 == offset
+    return raw, view
+
+
+# (row pad, offset): streamed with and without a head of rows before the first whole line,
+# and rows not a multiple of 64 bytes apart (the blocked strips alone)
+PLACEMENTS = [(0, 0), (0, 8), (0, 48), (64, 16), (16, 0)]
+
+
+def _check_placements(src: np.ndarray, want: np.ndarray, transpose: Any) -> None:
+    """`transpose(src, dst)` into each placement gives `want`, writing nothing outside dst."""
+    for pad, offset in PLACEMENTS:
+        if offset % want.itemsize:
+            continue  # numpy's arrays are aligned to their items
+        raw, dst = _placed(want.shape, want.dtype, pad, offset)
+        assert transpose(src, dst), (pad, offset)
+        np.testing.assert_array_equal(_bits(dst), _bits(want), f"pad {pad}, offset {offset}")
+        _bits(dst)[...] = int.from_bytes(b"\xa5" * want.itemsize, "little")
+        assert np.all(raw == 0xA5), f"wrote outside dst (pad {pad}, offset {offset})"
+
+
+def _plain(src: np.ndarray, dst: np.ndarray) -> bool:
+    return native.transpose_2d(src, dst, native.STREAM_BYTES)
+
+
+def _converting(src: np.ndarray, dst: np.ndarray) -> bool:
+    return native.transpose_cast_2d(src, dst, native.STREAM_BYTES)
+
+
+def _astype(x: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.uint8), E4M3, F16, BF16, F32, F64], ids=str)
+def test_streamed_transpose_matches_numpy(dtype: np.dtype[Any]) -> None:
+    for n, m in _shapes(dtype, dtype):
+        src = _random((n, m), dtype, m)
+        _check_placements(src, np.ascontiguousarray(src.T), _plain)
+    # the last shape with strided rows on the input side, and reversed rows on either
+    want = np.ascontiguousarray(src.T)
+    wide = np.empty((n, m + 7), dtype)
+    wide[:, 5 : m + 5] = src
+    _check_placements(wide[:, 5 : m + 5], want, _plain)
+    _check_placements(src[::-1], np.ascontiguousarray(src[::-1].T), _plain)
+    _, dst = _placed((m, n), dtype, 0, 0)
+    assert _plain(src, dst[::-1])
+    np.testing.assert_array_equal(_bits(dst[::-1]), _bits(want))
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64, 129, 300])
+def test_streamed_transpose_of_few_or_odd_rows(rows: int) -> None:
+    """Rows fewer than a strip, or than a line of output, and wide rows of several pages."""
+    for dtype in (np.dtype(np.uint8), F16, F32, F64):
+        src = _random((rows, 3 * PAGE // dtype.itemsize + 5), dtype, rows)
+        _check_placements(src, np.ascontiguousarray(src.T), _plain)
+
+
+CONVERSIONS = [
+    (BF16, F16),  # converted in registers as the runs are streamed
+    (F32, F16),
+    (F32, BF16),
+    (F32, E4M3),
+    (F32, E5M2),
+    (F16, F32),
+    (BF16, F32),
+    (F16, BF16),
+    (E4M3, F32),
+    (E5M2, F16),
+    (F16, F64),
+]
+
+
+@pytest.mark.parametrize(("src_dtype", "dst_dtype"), CONVERSIONS, ids=str)
+def test_streamed_converting_transpose_matches_astype(
+    src_dtype: np.dtype[Any], dst_dtype: np.dtype[Any]
+) -> None:
+    if native.conversion(src_dtype, dst_dtype) is None:
+        pytest.skip("numpy's own cast is the exact one here")
+    for n, m in _shapes(src_dtype, dst_dtype):
+        src = _random((n, m), src_dtype, n + m)
+        _check_placements(src, np.ascontiguousarray(_astype(src, dst_dtype).T), _converting)
+    flipped = src[::-1]
+    _check_placements(flipped, np.ascontiguousarray(_astype(flipped, dst_dtype).T), _converting)
+
+
+def test_streamed_bfloat16_to_float16_on_every_bit_pattern() -> None:
+    """All 65536 bfloat16 patterns, transposed so that each run of sixteen mixes magnitudes
+    (float16 normals, subnormals, overflow, zeros, NaNs), and shuffled: every pattern
+    through both the rebias of float16's normal range and the CPU's conversion."""
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(BF16)
+    shuffled = np.random.default_rng(3).permutation(patterns)
+    for x in (patterns.reshape(256, 256), shuffled.reshape(256, 256), patterns.reshape(512, 128)):
+        want = np.ascontiguousarray(_astype(x, F16).T)
+        _check_placements(x, want, _converting)
+    # vectors of float16 normals but for one element each: the rare path within the common
+    normal = _astype(np.linspace(-60000, 60000, 256 * 512, dtype=np.float32), BF16)
+    normal = normal.reshape(256, 512)
+    picked = patterns[np.arange(normal[::7, ::16].size) * 55 % patterns.size]
+    normal[::7, ::16] = picked.reshape(normal[::7, ::16].shape)
+    _check_placements(normal, np.ascontiguousarray(_astype(normal, F16).T), _converting)
