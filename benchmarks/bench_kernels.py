@@ -128,6 +128,12 @@ CAST_PAIRS = [
     (F8, np.float32),
     (np.float32, E5M2),
     (E5M2, np.float32),
+    (np.float16, F8),
+    (BF16, E5M2),
+    (F8, np.float16),
+    (E5M2, BF16),
+    (F8, E5M2),
+    (np.float16, np.float64),
     (np.int64, np.int32),
     (np.int32, np.int64),
 ]

@@ -173,7 +173,7 @@ def conversion(src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[str, Array | Non
     if kind in CAST16_KINDS and _cast16_agrees(kind):
         return kind, None
     if kind in CAST8_KINDS and _cast8_agrees(kind):
-        return kind, pattern_table(src, dst).view(_WORD[4])
+        return kind, pattern_table(src, dst).view(_WORD[dst.itemsize])
     # bfloat16 to float64 is a shift and a widening, which numpy's own cast does at copy speed
     wide_bfloat = src == BF16 and dst.itemsize >= 4
     if src in SMALL_FLOATS and dst in FLOATS and dst != src and not wide_bfloat:
@@ -187,7 +187,7 @@ def transpose_cast_2d(src: Array, dst: Array, total_bytes: int | None = None) ->
     the extension has no such conversion or cannot take the arrays."""
     if not enabled() or not _module().BLOCKED_TRANSPOSE or src.dtype == dst.dtype:
         return False
-    found = conversion(src.dtype, dst.dtype)
+    found = transpose_conversion(src.dtype, dst.dtype)
     if found is None or not _transposable(src, dst):
         return False
     if src.size:
@@ -196,12 +196,42 @@ def transpose_cast_2d(src: Array, dst: Array, total_bytes: int | None = None) ->
     return True
 
 
-CAST16_KINDS = ("bfloat16>float32", "bfloat16>float16", "float16>float32", "float16>bfloat16")
-"""The direct casts between 16-bit floats and to float32 of the extension's `cast16`."""
+def transpose_conversion(src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[str, Array | None] | None:
+    """`conversion`'s kind where the transposes have it, else the lookup by its table."""
+    found = conversion(src, dst)
+    if found is None or found[0] in CONVERT_KINDS or src == F32:
+        return found
+    return "lookup", pattern_table(src, dst).view(_WORD[dst.itemsize])
 
 
-CAST8_KINDS = ("float8_e4m3fn>float32", "float8_e5m2>float32")
-"""The float8 to float32 casts of the extension's `cast8`, computed (not looked up)."""
+CAST16_KINDS = (
+    "bfloat16>float32",
+    "bfloat16>float16",
+    "float16>float32",
+    "float16>bfloat16",
+    "bfloat16>float8_e4m3fn",
+    "bfloat16>float8_e5m2",
+    "float16>float8_e4m3fn",
+    "float16>float8_e5m2",
+)
+"""The direct casts of the extension's `cast16`: between the 16-bit floats, to float32, and to
+both float8 formats."""
+
+
+CAST8_KINDS = (
+    "float8_e4m3fn>float32",
+    "float8_e5m2>float32",
+    "float8_e4m3fn>float16",
+    "float8_e5m2>float16",
+    "float8_e4m3fn>bfloat16",
+    "float8_e5m2>bfloat16",
+)
+"""The float8 casts of the extension's `cast8`, computed (not looked up): to float32 and to
+both 16-bit floats (its table gives the NaN codes' bits, in the target's item size)."""
+
+CONVERT_KINDS = (*CAST16_KINDS[:4], *CAST8_KINDS[:2], "lookup")
+"""The kinds the compiled transposes convert by as they gather a tile (with float32's targets
+by name): the other direct casts run there by their table."""
 
 
 @functools.cache
@@ -212,9 +242,9 @@ def _cast8_agrees(kind: str) -> bool:
     if not hasattr(_module(), "cast8"):
         return False
     src, dst = (_BY_NAME[name] for name in kind.split(">"))
-    table = pattern_table(src, dst).view(_WORD[4])
+    table = pattern_table(src, dst).view(_WORD[dst.itemsize])
     codes = np.arange(256 + 7, dtype=np.uint32).astype(np.uint8)  # vector loops and a tail
-    got = np.empty(codes.shape, np.uint32)
+    got = np.empty(codes.shape, table.dtype)
     _module().cast8(kind, codes, got, table)
     return bool(np.array_equal(got, table[codes]))
 

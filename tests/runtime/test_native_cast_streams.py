@@ -222,3 +222,33 @@ def test_a_float8_table_of_the_wrong_item_size_is_refused() -> None:
         _native.cast8(
             "float8_e5m2>float16", codes, np.zeros(8, np.uint32), np.zeros(256, np.uint16)
         )
+
+
+DIRECT_PAIRS = [(s, d) for s in (F16, BF16) for d in (E4M3, E5M2)]
+DIRECT_PAIRS += [(s, d) for s in (E4M3, E5M2) for d in (F16, BF16)]
+
+
+@pytest.mark.parametrize(("src", "dst"), DIRECT_PAIRS, ids=lambda d: str(d))
+def test_the_direct_16_bit_and_float8_casts_run_computed_and_exact(
+    src: np.dtype[Any], dst: np.dtype[Any]
+) -> None:
+    """`native.cast` runs these pairs by their computed loops (not a table), every code as
+    ml_dtypes gives it; a converting transpose of the same pair takes the table instead (its
+    tiles convert by the kinds the transposes know), bit for bit the same."""
+    if not native.enabled():
+        pytest.skip("the compiled extension is not built")
+    codes = np.arange(1 << (8 * src.itemsize), dtype=np.uint32).astype(f"u{src.itemsize}")
+    x = np.tile(codes, 3)[: 3 * codes.size - 5].view(src)
+    out = np.empty(x.shape, dst)
+    kind = native.conversion(src, dst)
+    assert kind is not None and kind[0] == f"{src}>{dst}"
+    assert native.cast(x, out)
+    with np.errstate(all="ignore"):
+        want = x.astype(dst)
+    assert np.array_equal(out.view(f"u{dst.itemsize}"), want.view(f"u{dst.itemsize}"))
+    grid = np.resize(x, 97 * 131).reshape(97, 131)
+    moved = np.empty((131, 97), dst)
+    assert native.transpose_cast_2d(grid, moved)
+    with np.errstate(all="ignore"):
+        expected = np.ascontiguousarray(grid.T).astype(dst)
+    assert np.array_equal(moved.view(f"u{dst.itemsize}"), expected.view(f"u{dst.itemsize}"))
