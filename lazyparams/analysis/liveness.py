@@ -76,7 +76,15 @@ def _flat_uses(expr: Expr, uses: dict[Var, None]) -> bool:
     if kind in _LEAVES:
         return True
     if kind is Call and isinstance(expr, Call):
-        return _flat_uses(expr.op, uses) and all(_flat_uses(a, uses) for a in expr.args)
+        if not _flat_uses(expr.op, uses):
+            return False
+        for arg in expr.args:  # operands are most often vars and leaves: no call for them
+            arg_kind = type(arg)
+            if arg_kind in _VARS and isinstance(arg, Var):
+                uses[arg] = None
+            elif arg_kind not in _LEAVES and not _flat_uses(arg, uses):
+                return False
+        return True
     if kind is Tuple and isinstance(expr, Tuple):
         return all(_flat_uses(item, uses) for item in expr.fields)
     if kind is TupleGetItem and isinstance(expr, TupleGetItem):

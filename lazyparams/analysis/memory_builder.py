@@ -61,6 +61,7 @@ class _ModelBuilder:
         self.func, self.sizer, self.as_lazy = func, sizer, as_lazy
         self.inputs, self.callees = inputs, callees
         self.live = liveness(func)
+        self.kills = [is_kill(b.value) for b in self.live.bindings]
         self.model = BufferModel(self.live.bindings)
         self.layouts: dict[Var, Layout] = {}
         self.defined_at: dict[Var, int] = {}
@@ -210,7 +211,7 @@ class _ModelBuilder:
         return None
 
     def _call_layout(self, binding: Binding, call: Call, index: int) -> Layout:
-        if is_kill(call):
+        if self.kills[index]:
             return None
         reset = reset_slot(call)
         if reset is not None:
@@ -316,7 +317,8 @@ class _ModelBuilder:
 
     def _last_hold(self, uses: set[int]) -> int:
         """The last binding during which a var read at `uses` is held (a kill drops it first)."""
-        return max((u - 1 if is_kill(self.live.bindings[u].value) else u for u in uses), default=-1)
+        kills = self.kills
+        return max((u - 1 if kills[u] else u for u in uses), default=-1)
 
     def _kill_groups(self) -> dict[Var, set[int]]:
         """Lazy model: the bindings `KillAfterLastUse` waits for before killing each var."""

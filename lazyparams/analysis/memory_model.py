@@ -103,7 +103,9 @@ class Sizer:
             raise StructInfoError(
                 f"{where}: tensor of unknown shape; expected a known shape, got ndim={sinfo.ndim}"
             )
-        return tensor_nbytes(sinfo.dtype, [self.dim(d, where) for d in sinfo.shape])
+        # constant dims, nearly all of them, without a call each
+        dims = [d.value if type(d) is prim.IntImm else self.dim(d, where) for d in sinfo.shape]
+        return tensor_nbytes(sinfo.dtype, dims)
 
 
 def tensor_nbytes(dtype: str, shape: Sequence[int]) -> int:

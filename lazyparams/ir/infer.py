@@ -92,9 +92,10 @@ _INFERRED_LIMIT = 8192
 def _op_struct_info(call: Call, info: OpInfo) -> StructInfo:
     """`info.infer(call)`, remembered for calls whose operands are vars (or tuples of vars).
 
-    An op's inference sees a var only through its struct info, so equal struct infos (the
-    same objects, as a traced layer's experts share them) give the same result: tracing a
-    model's worth of identical calls infers each kind once. Failures are never remembered.
+    An op's inference sees a var only through its struct info, so alike struct infos (the
+    same objects, as a traced layer's experts share them, or static tensors of one dtype and
+    shape, as a model's layers have) give the same result: tracing and lowering a model's
+    worth of alike calls infers each kind once. Failures are never remembered.
     """
     if call.sinfo_args:
         return info.infer(call)
@@ -115,20 +116,40 @@ def _op_struct_info(call: Call, info: OpInfo) -> StructInfo:
 
 
 def _attrs_key(attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...] | None:
-    """The attrs as a key, None unless every value is None, a str, an int or a tuple of ints
-    (exactly those types: True and 1.0 equal 1 as keys but not to an op's normaliser)."""
-    for value in attrs.values():
+    """The attrs as a key, None unless every value is None, a str, an int, a tuple of ints or
+    a tuple of `IntImm`s of int values (exactly those types: True and 1.0 equal 1 as keys but
+    not to an op's normaliser or printer). A tuple of IntImms, as a reshape's normalised
+    shape, is keyed by its values and dtypes."""
+    items: list[tuple[str, Hashable]] = []
+    for name, value in attrs.items():
         if value is None or type(value) is str or type(value) is int:
+            items.append((name, value))
             continue
-        if type(value) is tuple and all(type(v) is int for v in value):
-            continue
+        if type(value) is tuple:
+            if all(type(v) is int for v in value):
+                items.append((name, value))
+                continue
+            dims = _dims_key(value)
+            if dims is not None:
+                items.append((name, ("dims", dims)))
+                continue
         return None
-    return tuple(attrs.items())
+    return tuple(items)
+
+
+def _dims_key(dims: tuple[object, ...]) -> tuple[tuple[int, str], ...] | None:
+    """`(value, dtype)` of each dim, None unless every one is an `IntImm` of an int value."""
+    key = []
+    for d in dims:
+        if type(d) is not IntImm or type(d.value) is not int:
+            return None
+        key.append((d.value, d.imm_dtype))
+    return tuple(key)
 
 
 def _operand_key(args: tuple[Expr, ...], keep: list[object]) -> tuple[Hashable, ...] | None:
-    """The ids of the operands' struct infos (appended to `keep`), None unless every operand
-    is a var with struct info or a tuple of such."""
+    """The keys of the operands' struct infos (`_sinfo_key`), None unless every operand is a
+    var with struct info or a tuple of such."""
     key: list[Hashable] = []
     for arg in args:
         if type(arg) is Tuple:
@@ -139,9 +160,24 @@ def _operand_key(args: tuple[Expr, ...], keep: list[object]) -> tuple[Hashable, 
             continue
         if not isinstance(arg, Var) or arg.struct_info is None:
             return None
-        keep.append(arg.struct_info)
-        key.append(id(arg.struct_info))
+        key.append(_sinfo_key(arg.struct_info, keep))
     return tuple(key)
+
+
+def _sinfo_key(sinfo: StructInfo, keep: list[object]) -> Hashable:
+    """A static tensor's (or an object's) struct info by value: weights of one shape are
+    separate objects, alike in all an inference reads; the dims must be IntImms of exactly
+    int values (True equals 1 but is not spelt as 1). Any other struct info by its id (kept)."""
+    kind = type(sinfo)
+    if kind is TensorStructInfo:
+        assert isinstance(sinfo, TensorStructInfo)
+        dims = None if sinfo.shape is None else _dims_key(sinfo.shape)
+        if sinfo.shape is None or dims is not None:
+            return ("tensor", sinfo.dtype, sinfo.ndim, dims)
+    elif kind is ObjectStructInfo:
+        return "object"
+    keep.append(sinfo)
+    return id(sinfo)
 
 
 def _tuple_field(item: TupleGetItem) -> StructInfo:

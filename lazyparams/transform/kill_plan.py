@@ -34,7 +34,7 @@ from lazyparams.ir import (
     TupleStructInfo,
     Var,
 )
-from lazyparams.op import kill_object
+from lazyparams.op import typed_call
 from lazyparams.transform.util import is_handoff
 
 
@@ -218,5 +218,6 @@ def _hands_off(binding: Binding, anchor: Var, handoff: Collection[str]) -> bool:
 
 def _flush(bb: BlockBuilder, pending: list[Var]) -> None:
     for var in pending:
-        bb.emit(kill_object(var), "lv")
+        call, sinfo = typed_call("vm.kill_object", [var])
+        bb.emit(call, "lv", sinfo)
     pending.clear()
