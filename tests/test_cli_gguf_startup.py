@@ -6,16 +6,13 @@ Each check runs in a fresh interpreter, since this one has imported all of them 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.engine.helpers import cli_env
 from tests.targets.llamacpp.hf_fixtures import write_model
 from tests.targets.llamacpp.tokenizer_fixtures import write_sentencepiece_tokenizer
+from tests.test_cli_startup import _imported_after
 
 # what writing a GGUF file needs and planning one must not load
 NOT_FOR_GGUF_PLAN = ("numpy", "gguf", "ml_dtypes", "sentencepiece", "yaml", "safetensors")
@@ -25,30 +22,6 @@ METADATA_MODULES = (
     "lazyparams.targets.llamacpp.tokenizer",
     "lazyparams.io.gguf_metadata",
 )
-
-_IMPORTED_AFTER = """
-import contextlib, io, json, sys
-from lazyparams.cli import main
-out = io.StringIO()
-with contextlib.redirect_stdout(out):
-    codes = [main(argv) for argv in json.loads(sys.argv[1])]
-top = sorted({name.split(".")[0] for name in sys.modules})
-print(json.dumps({"codes": codes, "modules": top, "all": sorted(sys.modules), "out": out.getvalue()}))
-"""
-
-
-def _imported_after(*argvs: list[str]) -> dict[str, list[str]]:
-    """Run the command lines `argvs` in one fresh interpreter; their exit codes and imports."""
-    done = subprocess.run(
-        [sys.executable, "-c", _IMPORTED_AFTER, json.dumps(argvs)],
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    result: dict[str, list[str]] = json.loads(done.stdout)
-    return result
 
 
 @pytest.fixture(name="model", scope="module")

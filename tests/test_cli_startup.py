@@ -25,10 +25,11 @@ HEAVY = ("ml_dtypes", "rich", "gguf", "safetensors", "numpy", "torch")
 _IMPORTED_AFTER = """
 import contextlib, io, json, sys
 from lazyparams.cli import main
-with contextlib.redirect_stdout(io.StringIO()):
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
     codes = [main(argv) for argv in json.loads(sys.argv[1])]
 top = sorted({name.split(".")[0] for name in sys.modules})
-print(json.dumps({"codes": codes, "modules": top, "all": sorted(sys.modules)}))
+print(json.dumps({"codes": codes, "modules": top, "all": sorted(sys.modules), "out": out.getvalue()}))
 """
 
 
