@@ -1,9 +1,11 @@
 """The streamed strips of the compiled transpose (outputs declared large, rows a whole number of
 cache lines apart, a CPU with AVX2) bit for bit against numpy and ml_dtypes.
 
-A streamed strip copies about a page of each of its input rows into a stage and transposes the
-stage a cache line of columns at a time into whole output runs; the rows before the first whole
-line of the output, and the last rows short of a line, go to the blocked strips. The shapes
+A staged strip copies about a page of each of its input rows into a stage and transposes the
+stage a cache line of columns at a time into whole output runs; a direct one (plain copies of
+4- and 8-byte items) transposes tiles of 1 KiB of its rows straight from the input while it
+prefetches the next tile. The rows before the first whole line of the output, and the last rows
+short of a line, go to the blocked strips. The shapes
 here are cut around those sizes for every item size: a full strip, a strip of a few lines, rows
 left over; rows of one tile a little longer than a page and of three tiles, ending in a partial
 line of columns. Each output is placed in a larger buffer, at offsets within a line and with
@@ -38,7 +40,7 @@ def _native_on() -> Iterator[None]:
 
 
 def _strip_rows(size: int) -> int:
-    """Input rows of a streamed strip of `size`-byte items (transpose.c's STREAM_ROWS)."""
+    """Input rows of a staged strip of `size`-byte items (transpose_stream.c's STREAM_ROWS)."""
     return 512 // size if size >= 2 else 256
 
 
@@ -173,3 +175,62 @@ def test_streamed_bfloat16_to_float16_on_every_bit_pattern() -> None:
     picked = patterns[np.arange(normal[::7, ::16].size) * 55 % patterns.size]
     normal[::7, ::16] = picked.reshape(normal[::7, ::16].shape)
     _check_placements(normal, np.ascontiguousarray(_astype(normal, F16).T), _converting)
+
+
+# Direct strips --------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["staged", "direct"])
+def path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each kind of streamed strip for plain copies of 4- and 8-byte items, whatever the CPU
+    would pick."""
+    before = native._module().transpose_path(request.param)
+    try:
+        yield request.param
+    finally:
+        native._module().transpose_path(before)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, np.dtype(np.int32), np.dtype(np.uint64)], ids=str)
+def test_direct_and_staged_strips_match_numpy(dtype: np.dtype[Any], path: str) -> None:
+    """Shapes around the direct tiles (128 bytes of rows, 1 KiB of columns): one strip and a
+    line more, rows of 1.1 and 2.6 tiles ending in a partial line of columns (whose row ends
+    may not be read past), a strip of a single line; strided and reversed input rows."""
+    size, line = dtype.itemsize, 64 // dtype.itemsize
+    rows, tile = 128 // size, 1024 // size
+    for n, m in [
+        (rows + line + 3, tile + tile // 10 + line // 2 + 1),
+        (2 * rows + 1, 2 * tile + tile * 3 // 5 + 1),
+        (line, 3 * tile - 1),
+        (5 * rows, line + 1),
+    ]:
+        src = _random((n, m), dtype, n * m)
+        _check_placements(src, np.ascontiguousarray(src.T), _plain)
+        wide = np.empty((n, m + 3), dtype)
+        wide[:, 1 : m + 1] = src
+        _check_placements(wide[:, 1 : m + 1], np.ascontiguousarray(src.T), _plain)
+        _check_placements(src[::-1], np.ascontiguousarray(src[::-1].T), _plain)
+
+
+def test_direct_strips_leave_conversions_and_narrow_items_to_the_stage(path: str) -> None:
+    """Converting transposes and 1- and 2-byte items take the staged strips either way."""
+    for dtype in (np.dtype(np.uint8), F16):
+        src = _random((300, 2 * PAGE // dtype.itemsize + 9), dtype, 7)
+        _check_placements(src, np.ascontiguousarray(src.T), _plain)
+    src = _random((300, 700), F16, 8)
+    _check_placements(src, np.ascontiguousarray(_astype(src, F32).T), _converting)
+
+
+def test_transpose_path_names() -> None:
+    module = native._module()
+    before = module.transpose_path("direct")
+    try:
+        assert module.transpose_path("staged") == "direct"
+        assert module.transpose_path("auto") == "staged"
+        with pytest.raises(ValueError, match="'auto', 'staged' or 'direct', got 'fast'"):
+            module.transpose_path("fast")
+        with pytest.raises(TypeError, match="path name"):
+            module.transpose_path(1)
+        assert module.transpose_path("auto") == "auto"
+    finally:
+        module.transpose_path(before)

@@ -1,5 +1,6 @@
 /* The `_native` module: its buffer-argument helpers, its function table and its start-up
- * (CPU feature detection). The loops live in transpose.c, cast.c and quantize.c. */
+ * (CPU feature detection). The loops live in transpose.c, transpose_stream.c, cast.c and
+ * quantize.c. */
 #include "native.h"
 
 int lp_has_f16c = 0;
@@ -81,6 +82,7 @@ static PyObject *use_f16c(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"transpose2d", lp_transpose2d, METH_VARARGS, lp_transpose2d_doc},
+    {"transpose_path", lp_transpose_path, METH_O, lp_transpose_path_doc},
     {"cast", lp_cast, METH_VARARGS, lp_cast_doc},
     {"lookup", lp_lookup, METH_VARARGS, lp_lookup_doc},
     {"cast16", lp_cast16, METH_VARARGS, lp_cast16_doc},

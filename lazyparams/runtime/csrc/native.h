@@ -1,7 +1,7 @@
 /* Shared declarations of the compiled loops behind `lazyparams.runtime` (the `_native`
  * extension): buffer arguments, bit casts, the CPU features the loops may use, and the Python
- * functions each source file defines. transpose.c, cast.c and quantize.c hold the loops;
- * module.c the buffer helpers and the module itself.
+ * functions each source file defines. transpose.c, transpose_stream.c, cast.c and quantize.c
+ * hold the loops; module.c the buffer helpers and the module itself.
  *
  * Each loop fills buffers the caller allocated and runs without the GIL, so that worker
  * threads convert in parallel. `runtime/native.py` checks every argument (dtypes, shapes,
@@ -145,6 +145,8 @@ void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int h
 
 /* The Python functions, with their docstrings. */
 PyObject *lp_transpose2d(PyObject *self, PyObject *args);
+PyObject *lp_transpose_path(PyObject *self, PyObject *arg); /* transpose_stream.c */
+extern const char lp_transpose_path_doc[];
 PyObject *lp_cast(PyObject *self, PyObject *args);
 PyObject *lp_lookup(PyObject *self, PyObject *args);
 PyObject *lp_cast16(PyObject *self, PyObject *args);

@@ -1,10 +1,10 @@
 /* Transposes: dst[j, i] = src[i, j] for 2-D buffers of 1-, 2-, 4- or 8-byte elements, one strip
  * of input rows at a time through two small stages, with whole cache lines written to the
- * output; a large output (streamed around the cache) by strips that first copy a page of each
- * of their rows, which reads memory about as fast as a copy does. */
-#include "native.h"
+ * output; a large output (streamed around the cache) by the page strips of transpose_stream.c.
+ * The register blocks both use are in transpose.h. */
+#include "transpose.h"
 
-/* Bytes each blocked strip of a streamed transpose (the page strips below need AVX2) writes
+/* Bytes each blocked strip of a streamed transpose (the page strips need AVX2) writes
  * to every output row: four whole cache lines, few open at a time, but runs long enough that
  * the memory's pages see bursts. */
 #ifndef STREAM_STRIP_BYTES
@@ -49,102 +49,6 @@ SCALAR_TILE(uint64_t)
 typedef void (*TileFn)(const char *, Py_ssize_t, char *, Py_ssize_t, Py_ssize_t, Py_ssize_t);
 
 #if defined(__SSE2__)
-/* Register-sized square blocks of 16 bytes a row (2x2 of 8-byte, 4x4 of 4-byte, 8x8 of
- * 2-byte, 16x16 of 1-byte elements), transposed by rounds of interleaving row pairs: each
- * round doubles the width of the unit that moves together. `stream` stores around the cache
- * and needs 16-byte aligned rows. */
-static inline void interleave(__m128i *r, __m128i *a, int k, int width) {
-    for (int i = 0; i < k / 2; i++) {
-        __m128i x = r[2 * i], y = r[2 * i + 1];
-        switch (width) {
-        case 1: a[i] = _mm_unpacklo_epi8(x, y); a[i + k / 2] = _mm_unpackhi_epi8(x, y); break;
-        case 2: a[i] = _mm_unpacklo_epi16(x, y); a[i + k / 2] = _mm_unpackhi_epi16(x, y); break;
-        case 4: a[i] = _mm_unpacklo_epi32(x, y); a[i + k / 2] = _mm_unpackhi_epi32(x, y); break;
-        default: a[i] = _mm_unpacklo_epi64(x, y); a[i + k / 2] = _mm_unpackhi_epi64(x, y);
-        }
-    }
-}
-
-/* Each round sends a pair's low halves to the first half of the registers, so column c ends
- * in the register whose index is c's bits reversed. */
-static const int REVERSED[4][16] = {
-    {0, 1},
-    {0, 2, 1, 3},
-    {0, 4, 2, 6, 1, 5, 3, 7},
-    {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15},
-};
-
-static inline __attribute__((always_inline)) void micro(const char *src, Py_ssize_t ss,
-                                                        char *dst, Py_ssize_t ds,
-                                                        const int size) {
-    __m128i r[16], a[16];
-    const int k = 16 / size, log = size == 8 ? 0 : size == 4 ? 1 : size == 2 ? 2 : 3;
-    for (int i = 0; i < k; i++) r[i] = _mm_loadu_si128((const __m128i *)(src + i * ss));
-    switch (size) {  /* rounds alternate between r and a; an odd count ends in a */
-    case 1: interleave(r, a, k, 1); interleave(a, r, k, 2); interleave(r, a, k, 4);
-            interleave(a, r, k, 8); break;
-    case 2: interleave(r, a, k, 2); interleave(a, r, k, 4); interleave(r, a, k, 8);
-            memcpy(r, a, sizeof(__m128i) * 8); break;
-    case 4: interleave(r, a, k, 4); interleave(a, r, k, 8); break;
-    default: interleave(r, a, k, 8); memcpy(r, a, sizeof(__m128i) * 2);
-    }
-    for (int c = 0; c < k; c++) _mm_storeu_si128((__m128i *)(dst + c * ds), r[REVERSED[log][c]]);
-}
-
-#if LP_X86
-/* The AVX2 blocks: twice as many rows of 32 bytes. Each half of the rows is transposed within
- * the 128-bit lanes by the rounds of `micro` (lane 0 holds the block of the first 16 bytes of
- * columns, lane 1 that of the next 16), and output row c and c + k / 2 are then the low and
- * the high lanes of the two halves' column c: about half the instructions per byte. */
-__attribute__((target("avx2"))) static inline void interleave256(__m256i *r, __m256i *a, int k,
-                                                                 int width) {
-    for (int i = 0; i < k / 2; i++) {
-        __m256i x = r[2 * i], y = r[2 * i + 1];
-        switch (width) {
-        case 1: a[i] = _mm256_unpacklo_epi8(x, y); a[i + k / 2] = _mm256_unpackhi_epi8(x, y); break;
-        case 2: a[i] = _mm256_unpacklo_epi16(x, y); a[i + k / 2] = _mm256_unpackhi_epi16(x, y);
-                break;
-        case 4: a[i] = _mm256_unpacklo_epi32(x, y); a[i + k / 2] = _mm256_unpackhi_epi32(x, y);
-                break;
-        default: a[i] = _mm256_unpacklo_epi64(x, y); a[i + k / 2] = _mm256_unpackhi_epi64(x, y);
-        }
-    }
-}
-
-/* The in-lane rounds of one half (k = 16 / size registers), ending in r. */
-__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
-lane_rounds(__m256i *r, const int size) {
-    __m256i a[16];
-    const int k = 16 / size;
-    switch (size) {
-    case 1: interleave256(r, a, k, 1); interleave256(a, r, k, 2); interleave256(r, a, k, 4);
-            interleave256(a, r, k, 8); break;
-    case 2: interleave256(r, a, k, 2); interleave256(a, r, k, 4); interleave256(r, a, k, 8);
-            memcpy(r, a, sizeof(__m256i) * 8); break;
-    case 4: interleave256(r, a, k, 4); interleave256(a, r, k, 8); break;
-    default: interleave256(r, a, k, 8); memcpy(r, a, sizeof(__m256i) * 2);
-    }
-}
-
-__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
-micro256(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, const int size) {
-    __m256i top[16], bottom[16];
-    const int k = 16 / size, log = size == 8 ? 0 : size == 4 ? 1 : size == 2 ? 2 : 3;
-    for (int i = 0; i < k; i++) {
-        top[i] = _mm256_loadu_si256((const __m256i *)(src + i * ss));
-        bottom[i] = _mm256_loadu_si256((const __m256i *)(src + (i + k) * ss));
-    }
-    lane_rounds(top, size);
-    lane_rounds(bottom, size);
-    for (int c = 0; c < k; c++) {
-        __m256i t = top[REVERSED[log][c]], b = bottom[REVERSED[log][c]];
-        _mm256_storeu_si256((__m256i *)(dst + c * ds), _mm256_permute2x128_si256(t, b, 0x20));
-        _mm256_storeu_si256((__m256i *)(dst + (c + k) * ds),
-                            _mm256_permute2x128_si256(t, b, 0x31));
-    }
-}
-#endif
-
 /* Copies one run of a strip's output to its row: `bytes` (a multiple of 16, from a 16-byte
  * aligned dst) streamed around the cache, or stored through it. */
 static inline void emit(char *dst, const char *run, Py_ssize_t bytes, int stream) {
@@ -313,173 +217,6 @@ static int blocked(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_
     return edge(src + cols * isz, ss, dst + cols * ds, ds, done, m - cols, size, conv, isz);
 }
 
-#if LP_X86
-/* Streamed transposes of whole pages --------------------------------------------------------
- *
- * A transpose too large for the cache is bound by memory, and reading is the harder side: a
- * strip reads many input rows side by side, and read a few cache lines of each at a time (as
- * the strips above gather their tiles), each 4 KiB page of the input is visited many times
- * over. The hardware prefetcher follows a stream within a page only, so it starts over on
- * every visit, and such reads take about half as long again as sequential ones. A streamed
- * strip therefore first copies a page's worth of each of its rows, row after row, into a
- * stage (converting the items on the way, but for bfloat16 to float16, which is done in
- * registers as the runs go out), then transposes the stage one cache line of columns at a
- * time: the register blocks of those columns go to a small second stage whose rows are whole
- * output runs, streamed to the output a cache line at a time. */
-
-/* Bytes of each input row a streamed strip copies in one go: about a page (rows of up to
- * one and a half pages in one go, longer ones in tiles as even as whole lines allow: a row of
- * 1.1 pages goes whole, not as a page and a tenth whose short reads would be slow). */
-#define PAGE_BYTES 4096
-/* The longest stage row: a tile of 1.5 pages rounded up to a line of columns, then to an odd
- * number of lines, so that the rows a register block reads fall in different sets of the L1
- * cache. */
-#define STAGE_STRIDE (PAGE_BYTES * 3 / 2 + 128)
-/* Input rows of a streamed strip, so the bytes of each run it writes to an output row: 512
- * (256 for 1-byte items, whose stage would otherwise pass 2 MiB). Runs of a few cache lines
- * are as fast to stream as sequential stores. */
-#define STREAM_ROWS(SIZE) ((SIZE) >= 2 ? 512 / (SIZE) : 256)
-/* How many rows ahead of the copy their page is prefetched. */
-#define COPY_AHEAD 2
-
-/* Sixteen bfloat16 to float16, bit for bit as cast.c's `half_of_bfloat`. Values of float16's
- * normal range (most weights) only lose exponent bits: a rebias and a shift in 16-bit lanes.
- * Vectors holding anything else take the CPU's conversion (half to even through the exact
- * float32 value, as cast.c's loop), with ml_dtypes' quiet NaN of the sign for every NaN. */
-__attribute__((target("avx2,f16c"))) static inline __m256i halves_of_bfloats(__m256i b) {
-    const __m256i sign = _mm256_and_si256(b, _mm256_set1_epi16((short)0x8000));
-    const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7FFF));
-    /* float16's normal exponents are bfloat16's 113 to 142: magnitudes 0x3880 to 0x477F */
-    __m256i off = _mm256_sub_epi16(mag, _mm256_set1_epi16(0x3880));
-    __m256i normal = _mm256_cmpeq_epi16(_mm256_min_epu16(off, _mm256_set1_epi16(0x0EFF)), off);
-    if (_mm256_movemask_epi8(normal) == -1) {
-        __m256i rebiased = _mm256_sub_epi16(mag, _mm256_set1_epi16(0x3800));
-        return _mm256_or_si256(_mm256_slli_epi16(rebiased, 3), sign);
-    }
-    __m256 lo = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(b)), 16));
-    __m256 hi = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(b, 1)), 16));
-    __m256i h = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT)),
-        _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), 1);
-    __m256i nan = _mm256_cmpgt_epi16(mag, _mm256_set1_epi16(0x7F80));
-    __m256i quiet = _mm256_or_si256(sign, _mm256_set1_epi16(0x7E00));
-    return _mm256_blendv_epi8(h, quiet, nan);
-}
-
-/* Copies `cols` items of each of `rows` rows (`ss` apart) to the stage's rows (`stride`
- * apart), row after row,
- * converted by `conv` from items of `isz` bytes into the stage's items of `size` bytes (but
- * bfloat16 to float16, which `stream_runs` converts). */
-__attribute__((target("avx2"))) static void copy_pages(const char *src, Py_ssize_t ss,
-                                                       char *stage, Py_ssize_t stride,
-                                                       Py_ssize_t rows, Py_ssize_t cols,
-                                                       const LpConvert *conv, Py_ssize_t isz,
-                                                       Py_ssize_t size) {
-    const Py_ssize_t bytes = cols * isz, vectors = bytes / 32 * 32;
-    const int copy = conv->kind == LP_CONVERT_COPY || conv->kind == LP_CONVERT_BF16_F16;
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        const char *row = src + r * ss;
-        char *to = stage + r * stride;
-        for (Py_ssize_t b = 0; r + COPY_AHEAD < rows && b < bytes; b += 64) {
-            _mm_prefetch(row + COPY_AHEAD * ss + b, _MM_HINT_T0);
-        }
-        if (!copy) {
-            lp_convert(conv, row, isz, to, size, cols);
-            continue;
-        }
-        for (Py_ssize_t b = 0; b < vectors; b += 32) {
-            __m256i x = _mm256_loadu_si256((const __m256i *)(row + b));
-            _mm256_store_si256((__m256i *)(to + b), x);
-        }
-        memcpy(to + vectors, row + vectors, (size_t)(bytes - vectors));
-    }
-}
-
-/* Streams `lines` output rows of `run` bytes (whole cache lines) from the stage `runs` to
- * dst's rows `ds` apart, starting on a line boundary; bfloat16 converted to float16 when
- * `halves`. */
-__attribute__((target("avx2,f16c"))) static inline void stream_runs(char *dst, Py_ssize_t ds,
-                                                                    const char *runs,
-                                                                    Py_ssize_t lines,
-                                                                    Py_ssize_t run,
-                                                                    int halves) {
-    for (Py_ssize_t c = 0; c < lines; c++) {
-        char *d = dst + c * ds;
-        const char *from = runs + c * run;
-        for (Py_ssize_t b = 0; b < run; b += 32) {
-            __m256i x = _mm256_load_si256((const __m256i *)(from + b));
-            _mm256_stream_si256((__m256i *)(d + b), halves ? halves_of_bfloats(x) : x);
-        }
-    }
-}
-
-/* A streamed strip of `rows` rows (at most STREAM_ROWS(SIZE), a whole number of cache lines
- * of items) against all m columns, a tile of about a page of each row at a time (see
- * PAGE_BYTES). Each line of columns of a tile (64 / SIZE, two AVX2 blocks wide; the last may
- * be partial, its missing columns read from the stage but not written) goes to `runs` and on
- * to the output. */
-#define STREAMED_STRIP(SIZE)                                                                   \
-    __attribute__((target("avx2,f16c"))) static void streamed_##SIZE(                         \
-        const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows,            \
-        Py_ssize_t m, char *stage, char *runs, const LpConvert *conv, Py_ssize_t isz) {       \
-        const Py_ssize_t run = rows * SIZE, w = 32 / SIZE;                                     \
-        const Py_ssize_t bytes = m * (isz > SIZE ? isz : SIZE), pages = bytes / PAGE_BYTES;    \
-        const Py_ssize_t tiles = bytes - pages * PAGE_BYTES < PAGE_BYTES / 2 && pages ? pages  \
-                                                                                : pages + 1;   \
-        const Py_ssize_t width = ((m - 1) / tiles / (2 * w) + 1) * (2 * w);                    \
-        const Py_ssize_t stride = ((width * SIZE + 63) / 64 | 1) * 64;                         \
-        const int halves = conv->kind == LP_CONVERT_BF16_F16;                                  \
-        for (Py_ssize_t j0 = 0; j0 < m; j0 += width) {                                         \
-            Py_ssize_t cols = m - j0 < width ? m - j0 : width;                                 \
-            copy_pages(src + j0 * isz, ss, stage, stride, rows, cols, conv, isz, SIZE);        \
-            for (Py_ssize_t j = 0; j < cols; j += 2 * w) {                                     \
-                const char *block = stage + j * SIZE;                                          \
-                for (Py_ssize_t i = 0; i < rows; i += w) {                                     \
-                    micro256(block + i * stride, stride, runs + i * SIZE, run, SIZE);          \
-                    micro256(block + i * stride + 32, stride, runs + w * run + i * SIZE, run,  \
-                             SIZE);                                                            \
-                }                                                                              \
-                Py_ssize_t lines = cols - j < 2 * w ? cols - j : 2 * w;                        \
-                stream_runs(dst + (j0 + j) * ds, ds, runs, lines, run, halves);               \
-            }                                                                                  \
-        }                                                                                      \
-    }
-
-STREAMED_STRIP(1)
-STREAMED_STRIP(2)
-STREAMED_STRIP(4)
-STREAMED_STRIP(8)
-
-typedef void (*StreamedFn)(const char *, Py_ssize_t, char *, Py_ssize_t, Py_ssize_t,
-                           Py_ssize_t, char *, char *, const LpConvert *, Py_ssize_t);
-
-/* The streamed strips of an (n, m) src whose output rows start on line boundaries, down to
- * the last whole line of output (64 / size rows): returns the rows done, or -1 out of
- * memory. */
-static Py_ssize_t streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
-                           Py_ssize_t n, Py_ssize_t m, Py_ssize_t size, const LpConvert *conv,
-                           Py_ssize_t isz) {
-    const Py_ssize_t most = STREAM_ROWS(size), line = 64 / size;
-    StreamedFn strip = size == 1 ? streamed_1 : size == 2 ? streamed_2
-                     : size == 4 ? streamed_4 : streamed_8;
-    /* the page stage, then the runs of a line of columns; both on cache lines */
-    char *block = malloc((size_t)(most * STAGE_STRIDE + line * most * size + 63));
-    if (block == NULL) return -1;
-    char *stage = block + (64 - (uintptr_t)block % 64) % 64, *runs = stage + most * STAGE_STRIDE;
-    Py_ssize_t done = 0;
-    while (n - done >= line) {
-        Py_ssize_t rows = n - done >= most ? most : (n - done) / line * line;
-        strip(src + done * ss, ss, dst + done * size, ds, rows, m, stage, runs, conv, isz);
-        done += rows;
-    }
-    _mm_sfence();
-    free(block);
-    return done;
-}
-#endif
-
 /* dst[j, i] = src[i, j] converted (see `blocked`). A large output whose rows are a whole
  * number of cache lines apart takes the streamed strips where the CPU has AVX2: the rows
  * before the first whole line of the output, and the few after the last whole line, go to
@@ -494,7 +231,7 @@ static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, P
         if (head > 0 && blocked(src, ss, dst, ds, head, m, size, large, conv, isz) < 0) {
             return -1;
         }
-        Py_ssize_t done = streamed(src + head * ss, ss, dst + head * size, ds, n - head, m,
+        Py_ssize_t done = lp_transpose_streamed(src + head * ss, ss, dst + head * size, ds, n - head, m,
                                    size, conv, isz);
         if (done < 0) return -1;
         done += head;

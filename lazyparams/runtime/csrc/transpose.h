@@ -1,0 +1,115 @@
+/* The register blocks of the transposes (transpose.c's blocked strips and transpose_stream.c's
+ * streamed ones) and the streamed transpose's entry point. */
+#ifndef LAZYPARAMS_TRANSPOSE_H
+#define LAZYPARAMS_TRANSPOSE_H
+
+#include "native.h"
+
+#if defined(__SSE2__)
+/* Register-sized square blocks of 16 bytes a row (2x2 of 8-byte, 4x4 of 4-byte, 8x8 of
+ * 2-byte, 16x16 of 1-byte elements), transposed by rounds of interleaving row pairs: each
+ * round doubles the width of the unit that moves together. `stream` stores around the cache
+ * and needs 16-byte aligned rows. */
+static inline void interleave(__m128i *r, __m128i *a, int k, int width) {
+    for (int i = 0; i < k / 2; i++) {
+        __m128i x = r[2 * i], y = r[2 * i + 1];
+        switch (width) {
+        case 1: a[i] = _mm_unpacklo_epi8(x, y); a[i + k / 2] = _mm_unpackhi_epi8(x, y); break;
+        case 2: a[i] = _mm_unpacklo_epi16(x, y); a[i + k / 2] = _mm_unpackhi_epi16(x, y); break;
+        case 4: a[i] = _mm_unpacklo_epi32(x, y); a[i + k / 2] = _mm_unpackhi_epi32(x, y); break;
+        default: a[i] = _mm_unpacklo_epi64(x, y); a[i + k / 2] = _mm_unpackhi_epi64(x, y);
+        }
+    }
+}
+
+/* Each round sends a pair's low halves to the first half of the registers, so column c ends
+ * in the register whose index is c's bits reversed. */
+static const int REVERSED[4][16] = {
+    {0, 1},
+    {0, 2, 1, 3},
+    {0, 4, 2, 6, 1, 5, 3, 7},
+    {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15},
+};
+
+static inline __attribute__((always_inline)) void micro(const char *src, Py_ssize_t ss,
+                                                        char *dst, Py_ssize_t ds,
+                                                        const int size) {
+    __m128i r[16], a[16];
+    const int k = 16 / size, log = size == 8 ? 0 : size == 4 ? 1 : size == 2 ? 2 : 3;
+    for (int i = 0; i < k; i++) r[i] = _mm_loadu_si128((const __m128i *)(src + i * ss));
+    switch (size) {  /* rounds alternate between r and a; an odd count ends in a */
+    case 1: interleave(r, a, k, 1); interleave(a, r, k, 2); interleave(r, a, k, 4);
+            interleave(a, r, k, 8); break;
+    case 2: interleave(r, a, k, 2); interleave(a, r, k, 4); interleave(r, a, k, 8);
+            memcpy(r, a, sizeof(__m128i) * 8); break;
+    case 4: interleave(r, a, k, 4); interleave(a, r, k, 8); break;
+    default: interleave(r, a, k, 8); memcpy(r, a, sizeof(__m128i) * 2);
+    }
+    for (int c = 0; c < k; c++) _mm_storeu_si128((__m128i *)(dst + c * ds), r[REVERSED[log][c]]);
+}
+
+#if LP_X86
+/* The AVX2 blocks: twice as many rows of 32 bytes. Each half of the rows is transposed within
+ * the 128-bit lanes by the rounds of `micro` (lane 0 holds the block of the first 16 bytes of
+ * columns, lane 1 that of the next 16), and output row c and c + k / 2 are then the low and
+ * the high lanes of the two halves' column c: about half the instructions per byte. */
+__attribute__((target("avx2"))) static inline void interleave256(__m256i *r, __m256i *a, int k,
+                                                                 int width) {
+    for (int i = 0; i < k / 2; i++) {
+        __m256i x = r[2 * i], y = r[2 * i + 1];
+        switch (width) {
+        case 1: a[i] = _mm256_unpacklo_epi8(x, y); a[i + k / 2] = _mm256_unpackhi_epi8(x, y); break;
+        case 2: a[i] = _mm256_unpacklo_epi16(x, y); a[i + k / 2] = _mm256_unpackhi_epi16(x, y);
+                break;
+        case 4: a[i] = _mm256_unpacklo_epi32(x, y); a[i + k / 2] = _mm256_unpackhi_epi32(x, y);
+                break;
+        default: a[i] = _mm256_unpacklo_epi64(x, y); a[i + k / 2] = _mm256_unpackhi_epi64(x, y);
+        }
+    }
+}
+
+/* The in-lane rounds of one half (k = 16 / size registers), ending in r. */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+lane_rounds(__m256i *r, const int size) {
+    __m256i a[16];
+    const int k = 16 / size;
+    switch (size) {
+    case 1: interleave256(r, a, k, 1); interleave256(a, r, k, 2); interleave256(r, a, k, 4);
+            interleave256(a, r, k, 8); break;
+    case 2: interleave256(r, a, k, 2); interleave256(a, r, k, 4); interleave256(r, a, k, 8);
+            memcpy(r, a, sizeof(__m256i) * 8); break;
+    case 4: interleave256(r, a, k, 4); interleave256(a, r, k, 8); break;
+    default: interleave256(r, a, k, 8); memcpy(r, a, sizeof(__m256i) * 2);
+    }
+}
+
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+micro256(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, const int size) {
+    __m256i top[16], bottom[16];
+    const int k = 16 / size, log = size == 8 ? 0 : size == 4 ? 1 : size == 2 ? 2 : 3;
+    for (int i = 0; i < k; i++) {
+        top[i] = _mm256_loadu_si256((const __m256i *)(src + i * ss));
+        bottom[i] = _mm256_loadu_si256((const __m256i *)(src + (i + k) * ss));
+    }
+    lane_rounds(top, size);
+    lane_rounds(bottom, size);
+    for (int c = 0; c < k; c++) {
+        __m256i t = top[REVERSED[log][c]], b = bottom[REVERSED[log][c]];
+        _mm256_storeu_si256((__m256i *)(dst + c * ds), _mm256_permute2x128_si256(t, b, 0x20));
+        _mm256_storeu_si256((__m256i *)(dst + (c + k) * ds),
+                            _mm256_permute2x128_si256(t, b, 0x31));
+    }
+}
+#endif
+#endif
+
+#if LP_X86
+/* The streamed strips of an (n, m) src whose output rows start on line boundaries (`ds` a
+ * whole number of lines), down to the last whole line of output (64 / size rows): returns
+ * the rows done, or -1 out of memory. Needs AVX2 (transpose_stream.c). */
+Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
+                                 Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
+                                 const LpConvert *conv, Py_ssize_t isz);
+#endif
+
+#endif

@@ -1,0 +1,269 @@
+/* Streamed transposes: outputs too large for the cache, written around it a whole cache line
+ * at a time, by strips of input rows against tiles of about a page of columns (the loops
+ * through the cache and the edges live in transpose.c).
+ *
+ * Such a transpose is bound by memory, and reading is the harder side: a strip reads many
+ * input rows side by side, and read a few cache lines of each at a time, each 4 KiB page of
+ * the input is visited many times over. The hardware prefetcher follows a stream within a page
+ * only, so it starts over on every visit, and such reads take about half as long again as
+ * sequential ones. Two ways around it:
+ *
+ * - staged: a strip first copies a page's worth of each of its rows, row after row, into a
+ *   stage (converting the items on the way, but for bfloat16 to float16, which is done in
+ *   registers as the runs go out), then transposes the stage one cache line of columns at a
+ *   time: the register blocks of those columns go to a small second stage whose rows are whole
+ *   output runs, streamed to the output. Any conversion, any item size.
+ * - direct (plain copies of 4- and 8-byte items, where the CPU is one it is tuned for): tiles
+ *   small enough to stay in the L1 and L2 caches (16 or 32 rows of 1 KiB), transposed straight
+ *   from the input, while the next tile is prefetched row after row, a share of it after each
+ *   line of columns. The reads of one tile then overlap the streamed writes of the other, as a
+ *   copy's do, and no stage is written: on AMD Zen 4 a 4096 x 4096 float64 transpose takes
+ *   1.1 times a copy's time against the staged strips' 1.6. */
+#include "transpose.h"
+
+/* Which streamed strips the plain copies of 4- and 8-byte items take: -1 by the CPU (direct on
+ * AMD's, staged elsewhere, where the direct ones are not measured), 0 staged, 1 direct. */
+static int direct_path = -1;
+
+#if LP_X86
+/* Bytes of each input row a staged strip copies in one go: about a page (rows of up to
+ * one and a half pages in one go, longer ones in tiles as even as whole lines allow: a row of
+ * 1.1 pages goes whole, not as a page and a tenth whose short reads would be slow). */
+#define PAGE_BYTES 4096
+/* Input rows of a staged strip, so the bytes of each run it writes to an output row: 512
+ * (256 for 1-byte items, whose stage would otherwise pass 2 MiB). Runs of a few cache lines
+ * are as fast to stream as sequential stores. */
+#define STREAM_ROWS(SIZE) ((SIZE) >= 2 ? 512 / (SIZE) : 256)
+/* How many rows ahead of the copy their page is prefetched. */
+#define COPY_AHEAD 2
+/* A direct tile: rows of 1 KiB, and two cache lines of each output row (16 rows of 8-byte
+ * items, 32 of 4-byte ones): larger tiles fall out of the L2 cache where the input's rows are
+ * a power of two apart, shorter runs stream slower. */
+#define DIRECT_BYTES 1024
+#define DIRECT_RUN 128
+
+/* Sixteen bfloat16 to float16, bit for bit as cast.c's `half_of_bfloat`. Values of float16's
+ * normal range (most weights) only lose exponent bits: a rebias and a shift in 16-bit lanes.
+ * Vectors holding anything else take the CPU's conversion (half to even through the exact
+ * float32 value, as cast.c's loop), with ml_dtypes' quiet NaN of the sign for every NaN. */
+__attribute__((target("avx2,f16c"))) static inline __m256i halves_of_bfloats(__m256i b) {
+    const __m256i sign = _mm256_and_si256(b, _mm256_set1_epi16((short)0x8000));
+    const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7FFF));
+    /* float16's normal exponents are bfloat16's 113 to 142: magnitudes 0x3880 to 0x477F */
+    __m256i off = _mm256_sub_epi16(mag, _mm256_set1_epi16(0x3880));
+    __m256i normal = _mm256_cmpeq_epi16(_mm256_min_epu16(off, _mm256_set1_epi16(0x0EFF)), off);
+    if (_mm256_movemask_epi8(normal) == -1) {
+        __m256i rebiased = _mm256_sub_epi16(mag, _mm256_set1_epi16(0x3800));
+        return _mm256_or_si256(_mm256_slli_epi16(rebiased, 3), sign);
+    }
+    __m256 lo = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(b)), 16));
+    __m256 hi = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(b, 1)), 16));
+    __m256i h = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT)),
+        _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), 1);
+    __m256i nan = _mm256_cmpgt_epi16(mag, _mm256_set1_epi16(0x7F80));
+    __m256i quiet = _mm256_or_si256(sign, _mm256_set1_epi16(0x7E00));
+    return _mm256_blendv_epi8(h, quiet, nan);
+}
+
+/* Copies `cols` items of each of `rows` rows (`ss` apart) to the stage's rows (`stride`
+ * apart), row after row,
+ * converted by `conv` from items of `isz` bytes into the stage's items of `size` bytes (but
+ * bfloat16 to float16, which `stream_runs` converts). */
+__attribute__((target("avx2"))) static void copy_pages(const char *src, Py_ssize_t ss,
+                                                       char *stage, Py_ssize_t stride,
+                                                       Py_ssize_t rows, Py_ssize_t cols,
+                                                       const LpConvert *conv, Py_ssize_t isz,
+                                                       Py_ssize_t size) {
+    const Py_ssize_t bytes = cols * isz, vectors = bytes / 32 * 32;
+    const int copy = conv->kind == LP_CONVERT_COPY || conv->kind == LP_CONVERT_BF16_F16;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        const char *row = src + r * ss;
+        char *to = stage + r * stride;
+        for (Py_ssize_t b = 0; r + COPY_AHEAD < rows && b < bytes; b += 64) {
+            _mm_prefetch(row + COPY_AHEAD * ss + b, _MM_HINT_T0);
+        }
+        if (!copy) {
+            lp_convert(conv, row, isz, to, size, cols);
+            continue;
+        }
+        for (Py_ssize_t b = 0; b < vectors; b += 32) {
+            __m256i x = _mm256_loadu_si256((const __m256i *)(row + b));
+            _mm256_store_si256((__m256i *)(to + b), x);
+        }
+        memcpy(to + vectors, row + vectors, (size_t)(bytes - vectors));
+    }
+}
+
+/* Streams `lines` output rows of `run` bytes (whole cache lines) from the stage `runs` to
+ * dst's rows `ds` apart, starting on a line boundary; bfloat16 converted to float16 when
+ * `halves`. */
+__attribute__((target("avx2,f16c"))) static inline void stream_runs(char *dst, Py_ssize_t ds,
+                                                                    const char *runs,
+                                                                    Py_ssize_t lines,
+                                                                    Py_ssize_t run,
+                                                                    int halves) {
+    for (Py_ssize_t c = 0; c < lines; c++) {
+        char *d = dst + c * ds;
+        const char *from = runs + c * run;
+        for (Py_ssize_t b = 0; b < run; b += 32) {
+            __m256i x = _mm256_load_si256((const __m256i *)(from + b));
+            _mm256_stream_si256((__m256i *)(d + b), halves ? halves_of_bfloats(x) : x);
+        }
+    }
+}
+
+/* A tile of a streamed transpose: `rows` input rows from `r0` (none when 0) against `cols`
+ * columns from `j0`. */
+typedef struct {
+    Py_ssize_t r0, rows, j0, cols;
+} PageTile;
+
+/* A streamed transpose: input, output, conversion, and the tiles' layout (strips of `most`
+ * rows, tiles `width` columns wide but the last of a strip, stage rows `stride` apart). */
+typedef struct {
+    const char *src;
+    char *dst;
+    Py_ssize_t ss, ds, n, m, size, isz, most, line, width, stride;
+    const LpConvert *conv;
+} PagePlan;
+
+/* The tile after `t`: the next columns of its strip, else the first of the next strip (of
+ * `most` rows, or the whole lines of output left), else one of no rows. */
+static PageTile next_tile(const PagePlan *p, PageTile t) {
+    if (t.rows > 0 && t.j0 + t.cols < p->m) {
+        t.j0 += t.cols;
+    } else {
+        Py_ssize_t left = p->n - t.r0 - t.rows;
+        t.r0 += t.rows;
+        t.rows = left >= p->most ? p->most : left / p->line * p->line;
+        t.j0 = 0;
+    }
+    t.cols = p->m - t.j0 < p->width ? p->m - t.j0 : p->width;
+    return t;
+}
+
+/* Prefetches the input rows [from, to) of tile `t`, row after row. */
+static inline void prefetch_rows(const PagePlan *p, PageTile t, Py_ssize_t from, Py_ssize_t to) {
+    for (Py_ssize_t r = from; r < to; r++) {
+        const char *row = p->src + (t.r0 + r) * p->ss + t.j0 * p->isz;
+        for (Py_ssize_t b = 0; b < t.cols * p->isz; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
+    }
+}
+
+/* Tile `t` from `from` (its first item; rows `stride` apart): each line of columns (64 / SIZE,
+ * two AVX2 blocks wide) goes to `runs` and on to the output. From a stage, the last line may
+ * be partial, its missing columns read from the stage but not written; from the input
+ * (`direct`), whose row ends may not be read past, such a line is first copied to `edge`.
+ * After each line a share of the rows of tile `next` is prefetched (none when it has none). */
+#define STREAMED_TILE(SIZE)                                                                    \
+    __attribute__((target("avx2,f16c"))) static void tile_##SIZE(                             \
+        const PagePlan *p, PageTile t, const char *from, Py_ssize_t stride, int direct,        \
+        PageTile next, char *runs, char *edge) {                                               \
+        const Py_ssize_t run = t.rows * SIZE, w = 32 / SIZE;                                   \
+        const Py_ssize_t groups = (t.cols + 2 * w - 1) / (2 * w);                              \
+        const int halves = p->conv->kind == LP_CONVERT_BF16_F16;                               \
+        char *dst = p->dst + t.j0 * p->ds + t.r0 * SIZE;                                       \
+        Py_ssize_t fetched = 0;                                                                \
+        for (Py_ssize_t g = 0; g < groups; g++) {                                              \
+            const char *block = from + g * 2 * w * SIZE;                                       \
+            Py_ssize_t lines = t.cols - g * 2 * w < 2 * w ? t.cols - g * 2 * w : 2 * w;         \
+            Py_ssize_t bs = stride;                                                            \
+            if (direct && lines < 2 * w) {                                                     \
+                for (Py_ssize_t i = 0; i < t.rows; i++) {                                      \
+                    memcpy(edge + i * 64, block + i * stride, (size_t)(lines * SIZE));         \
+                }                                                                              \
+                block = edge;                                                                  \
+                bs = 64;                                                                       \
+            }                                                                                  \
+            for (Py_ssize_t i = 0; i < t.rows; i += w) {                                       \
+                micro256(block + i * bs, bs, runs + i * SIZE, run, SIZE);                      \
+                micro256(block + i * bs + 32, bs, runs + w * run + i * SIZE, run, SIZE);       \
+            }                                                                                  \
+            stream_runs(dst + g * 2 * w * p->ds, p->ds, runs, lines, run, halves);            \
+            Py_ssize_t upto = next.rows * (g + 1) / groups;                                    \
+            prefetch_rows(p, next, fetched, upto);                                             \
+            fetched = upto;                                                                    \
+        }                                                                                      \
+    }
+
+STREAMED_TILE(1)
+STREAMED_TILE(2)
+STREAMED_TILE(4)
+STREAMED_TILE(8)
+
+typedef void (*TileFn)(const PagePlan *, PageTile, const char *, Py_ssize_t, int, PageTile,
+                       char *, char *);
+
+/* Columns of each tile of rows of `m` items of `size` bytes, `page` bytes about: rows of up to
+ * one and a half of it go whole, longer ones in tiles as even as whole lines of `line` items
+ * allow (a row of 1.1 pages goes whole, not as a page and a tenth whose short reads would be
+ * slow). */
+static Py_ssize_t tile_width(Py_ssize_t m, Py_ssize_t size, Py_ssize_t page, Py_ssize_t line) {
+    const Py_ssize_t bytes = m * size, pages = bytes / page;
+    const Py_ssize_t tiles = bytes - pages * page < page / 2 && pages ? pages : pages + 1;
+    return ((m - 1) / tiles / line + 1) * line;
+}
+
+Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
+                                 Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
+                                 const LpConvert *conv, Py_ssize_t isz) {
+    static int amd = -1; /* the module's start-up has run __builtin_cpu_init */
+    if (amd < 0) amd = __builtin_cpu_is("amd");
+    const int direct = (direct_path < 0 ? amd : direct_path) && conv->kind == LP_CONVERT_COPY &&
+                       size >= 4;
+    const Py_ssize_t line = 64 / size, most = direct ? DIRECT_RUN / size : STREAM_ROWS(size);
+    const Py_ssize_t width = tile_width(m, isz > size ? isz : size,
+                                        direct ? DIRECT_BYTES : PAGE_BYTES, line);
+    PagePlan p = {src, dst, ss, ds, n, m, size, isz, most, line, width,
+                  ((width * size + 63) / 64 | 1) * 64, conv};
+    TileFn tile = size == 1 ? tile_1 : size == 2 ? tile_2 : size == 4 ? tile_4 : tile_8;
+    /* the runs of a line of columns, the edge of a direct tile, the stage; on cache lines */
+    const Py_ssize_t runs_bytes = line * most * size, edge_bytes = most * 64;
+    char *block = malloc((size_t)(runs_bytes + edge_bytes + (direct ? 0 : most * p.stride) + 63));
+    if (block == NULL) return -1;
+    char *runs = block + (64 - (uintptr_t)block % 64) % 64, *edge = runs + runs_bytes;
+    char *stage = edge + edge_bytes;
+    PageTile t = next_tile(&p, (PageTile){0, 0, 0, 0}), none = {0, 0, 0, 0};
+    if (direct) prefetch_rows(&p, t, 0, t.rows);
+    while (t.rows > 0) {
+        PageTile next = next_tile(&p, t);
+        if (direct) {
+            tile(&p, t, src + t.r0 * ss + t.j0 * size, ss, 1, next, runs, edge);
+        } else {
+            copy_pages(src + t.r0 * ss + t.j0 * isz, ss, stage, p.stride, t.rows, t.cols, conv,
+                       isz, size);
+            tile(&p, t, stage, p.stride, 0, none, runs, edge);
+        }
+        t = next;
+    }
+    _mm_sfence();
+    free(block);
+    return t.r0;
+}
+#endif
+
+const char lp_transpose_path_doc[] = PyDoc_STR(
+    "transpose_path(name): which streamed strips transpose2d gives plain copies of 4- and\n"
+    "8-byte items: 'direct', 'staged', or 'auto' (by the CPU); returns the previous name.");
+
+PyObject *lp_transpose_path(PyObject *self, PyObject *arg) {
+    static const char *const names[] = {"auto", "staged", "direct"};
+    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (name == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "expected a path name");
+        return NULL;
+    }
+    int before = direct_path, chosen = -2; /* the names' index, less one */
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(name, names[i]) == 0) chosen = i - 1;
+    }
+    if (chosen == -2) {
+        PyErr_Format(PyExc_ValueError, "expected 'auto', 'staged' or 'direct', got '%s'", name);
+        return NULL;
+    }
+    direct_path = chosen;
+    return PyUnicode_FromString(names[before + 1]);
+}
