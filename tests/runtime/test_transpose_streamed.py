@@ -40,7 +40,9 @@ def _native_on() -> Iterator[None]:
 
 
 def _strip_rows(size: int) -> int:
-    """Input rows of a staged strip of `size`-byte items (transpose_stream.c's STREAM_ROWS)."""
+    """Input rows of a staged strip of `size`-byte items (transpose_stream.c's STREAM_ROWS;
+    on AMD's CPUs 2-byte strips take half as many, a whole number of which these shapes hold
+    too)."""
     return 512 // size if size >= 2 else 256
 
 

@@ -231,8 +231,8 @@ static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, P
         if (head > 0 && blocked(src, ss, dst, ds, head, m, size, large, conv, isz) < 0) {
             return -1;
         }
-        Py_ssize_t done = lp_transpose_streamed(src + head * ss, ss, dst + head * size, ds, n - head, m,
-                                   size, conv, isz);
+        Py_ssize_t done = lp_transpose_streamed(src + head * ss, ss, dst + head * size, ds,
+                                                n - head, m, size, conv, isz);
         if (done < 0) return -1;
         done += head;
         if (done == n) return 0;
