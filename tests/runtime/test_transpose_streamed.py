@@ -3,7 +3,7 @@ cache lines apart, a CPU with AVX2) bit for bit against numpy and ml_dtypes.
 
 A staged strip copies about a page of each of its input rows into a stage and transposes the
 stage a cache line of columns at a time into whole output runs; a direct one (plain copies of
-4- and 8-byte items) transposes tiles of 1 KiB of its rows straight from the input while it
+4- and 8-byte items) transposes tiles of 2 KiB of its rows straight from the input while it
 prefetches the next tile. The rows before the first whole line of the output, and the last rows
 short of a line, go to the blocked strips. The shapes
 here are cut around those sizes for every item size: a full strip, a strip of a few lines, rows
@@ -195,11 +195,11 @@ def path(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.mark.parametrize("dtype", [F32, F64, np.dtype(np.int32), np.dtype(np.uint64)], ids=str)
 def test_direct_and_staged_strips_match_numpy(dtype: np.dtype[Any], path: str) -> None:
-    """Shapes around the direct tiles (128 bytes of rows, 1 KiB of columns): one strip and a
+    """Shapes around the direct tiles (128 bytes of rows, 2 KiB of columns): one strip and a
     line more, rows of 1.1 and 2.6 tiles ending in a partial line of columns (whose row ends
     may not be read past), a strip of a single line; strided and reversed input rows."""
     size, line = dtype.itemsize, 64 // dtype.itemsize
-    rows, tile = 128 // size, 1024 // size
+    rows, tile = 128 // size, 2048 // size
     for n, m in [
         (rows + line + 3, tile + tile // 10 + line // 2 + 1),
         (2 * rows + 1, 2 * tile + tile * 3 // 5 + 1),

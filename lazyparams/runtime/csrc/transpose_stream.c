@@ -14,11 +14,11 @@
  *   time: the register blocks of those columns go to a small second stage whose rows are whole
  *   output runs, streamed to the output. Any conversion, any item size.
  * - direct (plain copies of 4- and 8-byte items, where the CPU is one it is tuned for): tiles
- *   small enough to stay in the L1 and L2 caches (16 or 32 rows of 1 KiB), transposed straight
- *   from the input, while the next tile is prefetched row after row, a share of it after each
- *   line of columns. The reads of one tile then overlap the streamed writes of the other, as a
+ *   small enough to stay in the L2 cache (16 or 32 rows of 2 KiB), transposed straight from
+ *   the input, while the next tile is prefetched row after row, a share of it after each line
+ *   of columns. The reads of one tile then overlap the streamed writes of the other, as a
  *   copy's do, and no stage is written: on AMD Zen 4 a 4096 x 4096 float64 transpose takes
- *   1.1 times a copy's time against the staged strips' 1.6. */
+ *   1.05 times a copy's time against the staged strips' 1.55, float32 1.3 against 1.6. */
 #include "transpose.h"
 
 /* Which streamed strips the plain copies of 4- and 8-byte items take: -1 by the CPU (direct on
@@ -38,11 +38,16 @@ static int direct_path = -1;
 #define STREAM_ROWS(SIZE, AMD) ((SIZE) == 2 && (AMD) ? 128 : (SIZE) >= 2 ? 512 / (SIZE) : 256)
 /* How many rows ahead of the copy their page is prefetched. */
 #define COPY_AHEAD 2
-/* A direct tile: rows of 1 KiB, and two cache lines of each output row (16 rows of 8-byte
- * items, 32 of 4-byte ones): larger tiles fall out of the L2 cache where the input's rows are
- * a power of two apart, shorter runs stream slower. */
-#define DIRECT_BYTES 1024
+/* A direct tile: rows of 2 KiB, and two cache lines of each output row (16 rows of 8-byte
+ * items, 32 of 4-byte ones). More rows fall out of the L2 cache where the input's rows are a
+ * power of two apart (they share its sets); shorter rows read slower, as do shorter runs of
+ * the output stream; 1 or 4 KiB rows are a few percent slower. */
+#ifndef DIRECT_BYTES
+#define DIRECT_BYTES 2048
+#endif
+#ifndef DIRECT_RUN
 #define DIRECT_RUN 128
+#endif
 
 /* Sixteen bfloat16 to float16, bit for bit as cast.c's `half_of_bfloat`. Values of float16's
  * normal range (most weights) only lose exponent bits: a rebias and a shift in 16-bit lanes.
