@@ -217,8 +217,7 @@ static Py_ssize_t tile_width(Py_ssize_t m, Py_ssize_t size, Py_ssize_t page, Py_
 Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
                                  const LpConvert *conv, Py_ssize_t isz) {
-    static int amd = -1; /* the module's start-up has run __builtin_cpu_init */
-    if (amd < 0) amd = __builtin_cpu_is("amd");
+    const int amd = __builtin_cpu_is("amd"); /* the module's start-up ran __builtin_cpu_init */
     const int direct = (direct_path < 0 ? amd : direct_path) && conv->kind == LP_CONVERT_COPY &&
                        size >= 4;
     const Py_ssize_t line = 64 / size;
