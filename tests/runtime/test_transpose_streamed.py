@@ -236,3 +236,50 @@ def test_transpose_path_names() -> None:
         assert module.transpose_path("auto") == "auto"
     finally:
         module.transpose_path(before)
+
+
+# Seams ----------------------------------------------------------------------------------------
+
+
+SEAM_CASES = [
+    (np.dtype(np.uint8), np.dtype(np.uint8)),
+    (F16, F16),
+    (BF16, F16),  # converted in registers as the runs are streamed
+    (F32, F32),
+    (F64, F64),
+    (F16, F32),  # converted as the seams are gathered
+    (F32, BF16),
+    (E4M3, F32),
+]
+
+
+@pytest.mark.parametrize(("src_dtype", "dst_dtype"), SEAM_CASES, ids=str)
+def test_streamed_seams_of_adjacent_output_rows(
+    src_dtype: np.dtype[Any], dst_dtype: np.dtype[Any], path: str
+) -> None:
+    """Output rows adjacent (a whole output, or a plane of one) and starting within a line:
+    the last items of each row and the first of the next share a line, which the seams stream
+    whole; the first row's head and the last row's tail, whose lines reach outside the output,
+    go item by item. Rows of one, two and many lines, columns of one to a few pages."""
+    if src_dtype != dst_dtype and native.conversion(src_dtype, dst_dtype) is None:
+        pytest.skip("numpy's own cast is the exact one here")
+    line = 64 // dst_dtype.itemsize
+    transpose = _plain if src_dtype == dst_dtype else _converting
+    for n, m in [
+        (line, 2),
+        (2 * line, 37),
+        (_strip_rows(dst_dtype.itemsize) + 2 * line, 700),
+        (3 * line, 2 * PAGE // max(src_dtype.itemsize, dst_dtype.itemsize) + 5),
+        (line, 1),
+    ]:
+        src = _random((n, m), src_dtype, n + m)
+        want = np.ascontiguousarray(_astype(src, dst_dtype).T)
+        for offset in (8, 16, 48):
+            if offset % dst_dtype.itemsize:
+                continue
+            raw, dst = _placed(want.shape, dst_dtype, 0, offset)
+            assert dst.strides[0] == n * dst_dtype.itemsize  # rows adjacent
+            assert transpose(src, dst)
+            np.testing.assert_array_equal(_bits(dst), _bits(want), f"{n}x{m}, offset {offset}")
+            _bits(dst)[...] = int.from_bytes(b"\xa5" * dst_dtype.itemsize, "little")
+            assert np.all(raw == 0xA5), f"wrote outside dst ({n}x{m}, offset {offset})"

@@ -220,7 +220,10 @@ static int blocked(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_
 /* dst[j, i] = src[i, j] converted (see `blocked`). A large output whose rows are a whole
  * number of cache lines apart takes the streamed strips where the CPU has AVX2: the rows
  * before the first whole line of the output, and the few after the last whole line, go to
- * the blocked loops. */
+ * the blocked loops; or, where the output rows are adjacent (a whole output, or a plane of
+ * one), to the streamed seams, each the last items of one output row and the first of the
+ * next in one line (those outside the output, before its first row and after its last, item
+ * by item). */
 static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
                      Py_ssize_t m, Py_ssize_t size, int large, const LpConvert *conv,
                      Py_ssize_t isz) {
@@ -228,13 +231,22 @@ static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, P
     Py_ssize_t head = (Py_ssize_t)((64 - (uintptr_t)dst % 64) % 64) / size;
     if (large && lp_has_f16c && ds % 64 == 0 && (uintptr_t)dst % size == 0 &&
         n - head >= 64 / size) {
-        if (head > 0 && blocked(src, ss, dst, ds, head, m, size, large, conv, isz) < 0) {
+        int seams = head > 0 && ds == n * size && m > 1;
+        if (head > 0 && !seams && blocked(src, ss, dst, ds, head, m, size, large, conv, isz) < 0) {
             return -1;
         }
         Py_ssize_t done = lp_transpose_streamed(src + head * ss, ss, dst + head * size, ds,
                                                 n - head, m, size, conv, isz);
         if (done < 0) return -1;
         done += head;
+        if (seams) {  /* the rows left are the line's other items: n is a whole line */
+            if (lp_transpose_seams(src, ss, dst, ds, n, m, size, conv, isz, head) < 0 ||
+                edge(src, ss, dst, ds, head, 1, size, conv, isz) < 0) {
+                return -1;
+            }
+            return edge(src + done * ss + (m - 1) * isz, ss, dst + (m - 1) * ds + done * size,
+                        ds, n - done, 1, size, conv, isz);
+        }
         if (done == n) return 0;
         return blocked(src + done * ss, ss, dst + done * size, ds, n - done, m, size, large,
                        conv, isz);

@@ -113,6 +113,12 @@ micro256(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, const int siz
 Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
                                  const LpConvert *conv, Py_ssize_t isz);
+/* The seams of an (n, m) src whose output rows are adjacent and start `head` items (less than
+ * a line) before a line boundary: output rows 1 to m - 1's first `head` items and the rows
+ * before theirs' last ones, a whole line each, streamed; 0, or -1 out of memory. */
+int lp_transpose_seams(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
+                       Py_ssize_t m, Py_ssize_t size, const LpConvert *conv, Py_ssize_t isz,
+                       Py_ssize_t head);
 #endif
 
 #endif

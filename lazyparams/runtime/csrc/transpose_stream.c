@@ -250,6 +250,34 @@ Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_s
     free(block);
     return t.r0;
 }
+int lp_transpose_seams(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
+                       Py_ssize_t m, Py_ssize_t size, const LpConvert *conv, Py_ssize_t isz,
+                       Py_ssize_t head) {
+    const Py_ssize_t line = 64 / size, tail = line - head;
+    const Py_ssize_t width = tile_width(m - 1, isz > size ? isz : size, PAGE_BYTES, line);
+    /* one strip of a line of rows: the last `tail` of src, a column behind, then its first */
+    PagePlan p = {src, dst - tail * size, ss, ds, line, m, size, isz, line, line, width,
+                  ((width * size + 63) / 64 | 1) * 64, conv};
+    TileFn tile = size == 1 ? tile_1 : size == 2 ? tile_2 : size == 4 ? tile_4 : tile_8;
+    const PageTile none = {0, 0, 0, 0};
+    const int raw = conv->kind == LP_CONVERT_COPY || conv->kind == LP_CONVERT_BF16_F16;
+    char *block = malloc((size_t)(line * line * size + line * p.stride + 63));
+    if (block == NULL) return -1;
+    char *runs = block + (64 - (uintptr_t)block % 64) % 64, *stage = runs + line * line * size;
+    for (Py_ssize_t j0 = 1; j0 < m; j0 += width) {
+        Py_ssize_t cols = m - j0 < width ? m - j0 : width;
+        for (Py_ssize_t r = 0; r < line; r++) {
+            const char *from = r < tail ? src + (n - tail + r) * ss + (j0 - 1) * isz
+                                        : src + (r - tail) * ss + j0 * isz;
+            if (raw) memcpy(stage + r * p.stride, from, (size_t)(cols * isz));
+            else lp_convert(conv, from, isz, stage + r * p.stride, size, cols);
+        }
+        tile(&p, (PageTile){0, line, j0, cols}, stage, p.stride, 0, none, runs, NULL);
+    }
+    _mm_sfence();
+    free(block);
+    return 0;
+}
 #endif
 
 const char lp_transpose_path_doc[] = PyDoc_STR(
