@@ -236,14 +236,11 @@ static int transpose(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, P
             return -1;
         }
         Py_ssize_t done = lp_transpose_streamed(src + head * ss, ss, dst + head * size, ds,
-                                                n - head, m, size, conv, isz);
+                                                n - head, m, size, conv, isz, seams ? head : 0);
         if (done < 0) return -1;
         done += head;
         if (seams) {  /* the rows left are the line's other items: n is a whole line */
-            if (lp_transpose_seams(src, ss, dst, ds, n, m, size, conv, isz, head) < 0 ||
-                edge(src, ss, dst, ds, head, 1, size, conv, isz) < 0) {
-                return -1;
-            }
+            if (edge(src, ss, dst, ds, head, 1, size, conv, isz) < 0) return -1;
             return edge(src + done * ss + (m - 1) * isz, ss, dst + (m - 1) * ds + done * size,
                         ds, n - done, 1, size, conv, isz);
         }

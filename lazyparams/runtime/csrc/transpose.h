@@ -109,16 +109,14 @@ micro256(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, const int siz
 #if LP_X86
 /* The streamed strips of an (n, m) src whose output rows start on line boundaries (`ds` a
  * whole number of lines), down to the last whole line of output (64 / size rows): returns
- * the rows done, or -1 out of memory. Needs AVX2 (transpose_stream.c). */
+ * the rows done, or -1 out of memory. Needs AVX2 (transpose_stream.c). With `head` (rows
+ * before src, less than a line) the output rows are adjacent and start `head` items before a
+ * line boundary: the first strip then also streams the seams, each the last items of output
+ * row j - 1 (the rows left after the strips) and the first `head` of row j, a line in all, for
+ * j from 1. */
 Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
-                                 const LpConvert *conv, Py_ssize_t isz);
-/* The seams of an (n, m) src whose output rows are adjacent and start `head` items (less than
- * a line) before a line boundary: output rows 1 to m - 1's first `head` items and the rows
- * before theirs' last ones, a whole line each, streamed; 0, or -1 out of memory. */
-int lp_transpose_seams(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
-                       Py_ssize_t m, Py_ssize_t size, const LpConvert *conv, Py_ssize_t isz,
-                       Py_ssize_t head);
+                                 const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head);
 #endif
 
 #endif

@@ -18,7 +18,12 @@
  *   the input, while the next tile is prefetched row after row, a share of it after each line
  *   of columns. The reads of one tile then overlap the streamed writes of the other, as a
  *   copy's do, and no stage is written: on AMD Zen 4 a 4096 x 4096 float64 transpose takes
- *   1.05 times a copy's time against the staged strips' 1.55, float32 1.3 against 1.6. */
+ *   1.05 times a copy's time against the staged strips' 1.55, float32 1.3 against 1.6.
+ *
+ * Arrays start 16 bytes into a cache line (numpy's allocator and the buffer pool's), so each
+ * output row of a whole output begins and ends with a part of a line, the end of one row and
+ * the start of the next sharing it. Where the rows are adjacent the first strip gathers these
+ * seams as a line of extra rows and streams each just before its row's run. */
 #include "transpose.h"
 
 /* Which streamed strips the plain copies of 4- and 8-byte items take: -1 by the CPU (direct on
@@ -129,12 +134,15 @@ typedef struct {
 } PageTile;
 
 /* A streamed transpose: input, output, conversion, and the tiles' layout (strips of `most`
- * rows, tiles `width` columns wide but the last of a strip, stage rows `stride` apart). */
+ * rows, tiles `width` columns wide but the last of a strip, stage rows `stride` apart); with
+ * `seam_rows` (a line's worth, or none) gathered for each tile of the first strip into `seam`
+ * (rows `stride` apart), whose runs go out just before the strip's. */
 typedef struct {
     const char *src;
     char *dst;
-    Py_ssize_t ss, ds, n, m, size, isz, most, line, width, stride;
+    Py_ssize_t ss, ds, n, m, size, isz, most, line, width, stride, seam_rows;
     const LpConvert *conv;
+    const char *seam;
 } PagePlan;
 
 /* The tile after `t`: the next columns of its strip, else the first of the next strip (of
@@ -161,21 +169,23 @@ static inline void prefetch_rows(const PagePlan *p, PageTile t, Py_ssize_t from,
 }
 
 /* Tile `t` from `from` (its first item; rows `stride` apart): each line of columns (64 / SIZE,
- * two AVX2 blocks wide) goes to `runs` and on to the output. From a stage, the last line may
- * be partial, its missing columns read from the stage but not written; from the input
- * (`direct`), whose row ends may not be read past, such a line is first copied to `edge`.
- * After each line a share of the rows of tile `next` is prefetched (none when it has none). */
+ * two AVX2 blocks wide) goes to `runs` and on to the output, after the seams' (in the first
+ * strip, where the plan has them; but output row 0's, which lies before the output). From a
+ * stage, the last line may be partial, its missing columns read from the stage but not
+ * written; from the input (`direct`), whose row ends may not be read past, such a line is
+ * first copied to `edge`. After each line a share of the rows of tile `next` is prefetched
+ * (none when it has none). */
 #define STREAMED_TILE(SIZE)                                                                    \
     __attribute__((target("avx2,f16c"))) static void tile_##SIZE(                             \
         const PagePlan *p, PageTile t, const char *from, Py_ssize_t stride, int direct,        \
         PageTile next, char *runs, char *edge) {                                               \
-        const Py_ssize_t run = t.rows * SIZE, w = 32 / SIZE;                                   \
-        const Py_ssize_t groups = (t.cols + 2 * w - 1) / (2 * w);                              \
+        const Py_ssize_t pre = t.r0 == 0 ? p->seam_rows : 0, w = 32 / SIZE;                    \
+        const Py_ssize_t run = (pre + t.rows) * SIZE, groups = (t.cols + 2 * w - 1) / (2 * w); \
         const int halves = p->conv->kind == LP_CONVERT_BF16_F16;                               \
-        char *dst = p->dst + t.j0 * p->ds + t.r0 * SIZE;                                       \
+        char *dst = p->dst + t.j0 * p->ds + (t.r0 - pre) * SIZE;                               \
         Py_ssize_t fetched = 0;                                                                \
         for (Py_ssize_t g = 0; g < groups; g++) {                                              \
-            const char *block = from + g * 2 * w * SIZE;                                       \
+            const char *block = from + g * 2 * w * SIZE, *seam = p->seam + g * 2 * w * SIZE;    \
             Py_ssize_t lines = t.cols - g * 2 * w < 2 * w ? t.cols - g * 2 * w : 2 * w;         \
             Py_ssize_t bs = stride;                                                            \
             if (direct && lines < 2 * w) {                                                     \
@@ -185,11 +195,20 @@ static inline void prefetch_rows(const PagePlan *p, PageTile t, Py_ssize_t from,
                 block = edge;                                                                  \
                 bs = 64;                                                                       \
             }                                                                                  \
-            for (Py_ssize_t i = 0; i < t.rows; i += w) {                                       \
-                micro256(block + i * bs, bs, runs + i * SIZE, run, SIZE);                      \
-                micro256(block + i * bs + 32, bs, runs + w * run + i * SIZE, run, SIZE);       \
+            for (Py_ssize_t i = 0; i < pre; i += w) {                                          \
+                micro256(seam + i * p->stride, p->stride, runs + i * SIZE, run, SIZE);         \
+                micro256(seam + i * p->stride + 32, p->stride, runs + w * run + i * SIZE, run, \
+                         SIZE);                                                                \
             }                                                                                  \
-            stream_runs(dst + g * 2 * w * p->ds, p->ds, runs, lines, run, halves);            \
+            char *at = runs + pre * SIZE;                                                      \
+            for (Py_ssize_t i = 0; i < t.rows; i += w) {                                       \
+                micro256(block + i * bs, bs, at + i * SIZE, run, SIZE);                        \
+                micro256(block + i * bs + 32, bs, at + w * run + i * SIZE, run, SIZE);         \
+            }                                                                                  \
+            const Py_ssize_t skip = pre && t.j0 == 0 && g == 0;                                \
+            char *out = dst + (g * 2 * w + skip) * p->ds;                                      \
+            if (skip) stream_runs(dst + pre * SIZE, p->ds, at, 1, run - pre * SIZE, halves);   \
+            stream_runs(out, p->ds, runs + skip * run, lines - skip, run, halves);             \
             Py_ssize_t upto = next.rows * (g + 1) / groups;                                    \
             prefetch_rows(p, next, fetched, upto);                                             \
             fetched = upto;                                                                    \
@@ -214,9 +233,26 @@ static Py_ssize_t tile_width(Py_ssize_t m, Py_ssize_t size, Py_ssize_t page, Py_
     return ((m - 1) / tiles / line + 1) * line;
 }
 
+/* Gathers the seams of tile `t` (of the first strip) into `seam`: the last `tail` rows of the
+ * input a column behind (none for output row 0, whose seam lies before the output), then its
+ * first `line - tail` rows, `src` being the first row after those. */
+static void gather_seams(const PagePlan *p, PageTile t, char *seam, Py_ssize_t tail) {
+    const int raw = p->conv->kind == LP_CONVERT_COPY || p->conv->kind == LP_CONVERT_BF16_F16;
+    const Py_ssize_t first = t.j0 == 0; /* the columns that have a column behind start here */
+    for (Py_ssize_t r = 0; r < p->line; r++) {
+        const char *from = r < tail
+                               ? p->src + (p->n - tail + r) * p->ss + (t.j0 + first - 1) * p->isz
+                               : p->src + (r - p->line) * p->ss + t.j0 * p->isz;
+        Py_ssize_t skip = r < tail ? first : 0, count = t.cols - skip;
+        char *to = seam + r * p->stride + skip * p->size;
+        if (raw) memcpy(to, from, (size_t)(count * p->isz));
+        else lp_convert(p->conv, from, p->isz, to, p->size, count);
+    }
+}
+
 Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
-                                 const LpConvert *conv, Py_ssize_t isz) {
+                                 const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head) {
     const int amd = __builtin_cpu_is("amd"); /* the module's start-up ran __builtin_cpu_init */
     const int direct = (direct_path < 0 ? amd : direct_path) && conv->kind == LP_CONVERT_COPY &&
                        size >= 4;
@@ -225,18 +261,21 @@ Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_s
     const Py_ssize_t width = tile_width(m, isz > size ? isz : size,
                                         direct ? DIRECT_BYTES : PAGE_BYTES, line);
     PagePlan p = {src, dst, ss, ds, n, m, size, isz, most, line, width,
-                  ((width * size + 63) / 64 | 1) * 64, conv};
+                  ((width * size + 63) / 64 | 1) * 64, head ? line : 0, conv, NULL};
     TileFn tile = size == 1 ? tile_1 : size == 2 ? tile_2 : size == 4 ? tile_4 : tile_8;
-    /* the runs of a line of columns, the edge of a direct tile, the stage; on cache lines */
-    const Py_ssize_t runs_bytes = line * most * size, edge_bytes = most * 64;
-    char *block = malloc((size_t)(runs_bytes + edge_bytes + (direct ? 0 : most * p.stride) + 63));
+    /* the runs of a line of columns, the edge of a direct tile, the stage, the seams; on lines */
+    const Py_ssize_t runs_bytes = line * (most + line) * size, edge_bytes = most * 64;
+    const Py_ssize_t stage_bytes = direct ? 0 : most * p.stride;
+    char *block = malloc((size_t)(runs_bytes + edge_bytes + stage_bytes + line * p.stride + 63));
     if (block == NULL) return -1;
     char *runs = block + (64 - (uintptr_t)block % 64) % 64, *edge = runs + runs_bytes;
-    char *stage = edge + edge_bytes;
+    char *stage = edge + edge_bytes, *seam = stage + stage_bytes;
+    p.seam = seam;
     PageTile t = next_tile(&p, (PageTile){0, 0, 0, 0}), none = {0, 0, 0, 0};
     if (direct) prefetch_rows(&p, t, 0, t.rows);
     while (t.rows > 0) {
         PageTile next = next_tile(&p, t);
+        if (head && t.r0 == 0) gather_seams(&p, t, seam, line - head);
         if (direct) {
             tile(&p, t, src + t.r0 * ss + t.j0 * size, ss, 1, next, runs, edge);
         } else {
@@ -249,34 +288,6 @@ Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_s
     _mm_sfence();
     free(block);
     return t.r0;
-}
-int lp_transpose_seams(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
-                       Py_ssize_t m, Py_ssize_t size, const LpConvert *conv, Py_ssize_t isz,
-                       Py_ssize_t head) {
-    const Py_ssize_t line = 64 / size, tail = line - head;
-    const Py_ssize_t width = tile_width(m - 1, isz > size ? isz : size, PAGE_BYTES, line);
-    /* one strip of a line of rows: the last `tail` of src, a column behind, then its first */
-    PagePlan p = {src, dst - tail * size, ss, ds, line, m, size, isz, line, line, width,
-                  ((width * size + 63) / 64 | 1) * 64, conv};
-    TileFn tile = size == 1 ? tile_1 : size == 2 ? tile_2 : size == 4 ? tile_4 : tile_8;
-    const PageTile none = {0, 0, 0, 0};
-    const int raw = conv->kind == LP_CONVERT_COPY || conv->kind == LP_CONVERT_BF16_F16;
-    char *block = malloc((size_t)(line * line * size + line * p.stride + 63));
-    if (block == NULL) return -1;
-    char *runs = block + (64 - (uintptr_t)block % 64) % 64, *stage = runs + line * line * size;
-    for (Py_ssize_t j0 = 1; j0 < m; j0 += width) {
-        Py_ssize_t cols = m - j0 < width ? m - j0 : width;
-        for (Py_ssize_t r = 0; r < line; r++) {
-            const char *from = r < tail ? src + (n - tail + r) * ss + (j0 - 1) * isz
-                                        : src + (r - tail) * ss + j0 * isz;
-            if (raw) memcpy(stage + r * p.stride, from, (size_t)(cols * isz));
-            else lp_convert(conv, from, isz, stage + r * p.stride, size, cols);
-        }
-        tile(&p, (PageTile){0, line, j0, cols}, stage, p.stride, 0, none, runs, NULL);
-    }
-    _mm_sfence();
-    free(block);
-    return 0;
 }
 #endif
 
