@@ -4,6 +4,7 @@ through the CPU's conversions and through the portable loops, at every offset of
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,15 +24,32 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(params=[True, False], ids=["cpu", "portable"])
-def f16c(request: pytest.FixtureRequest) -> Iterator[bool]:
-    """Each test runs with the CPU's float16 conversions (where it has them) and without."""
+LOOPS = ["avx512", "avx2", "portable"]
+"""The loops a cast can run by: AVX-512 (where the CPU has F, BW and VBMI), AVX2 with F16C
+(the widest the CPU has, up to AVX2), or the portable C loops."""
+
+
+@contextlib.contextmanager
+def loops(which: str) -> Iterator[bool]:
+    """The compiled casts limited to the `which` of LOOPS (on a CPU without them, the widest it
+    has below); yields whether the CPU's vector loops are in use."""
     from lazyparams.runtime import _native
 
-    before = _native.use_f16c(request.param)
-    with native.use_native(True):
-        yield bool(request.param)
-    _native.use_f16c(before)
+    vector = which != "portable"
+    before, before_512 = _native.use_f16c(vector), _native.use_avx512(which == "avx512")
+    try:
+        with native.use_native(True):
+            yield vector
+    finally:
+        _native.use_f16c(before)
+        _native.use_avx512(before_512)
+
+
+@pytest.fixture(params=LOOPS)
+def f16c(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Each test runs by the AVX-512 loops, the AVX2 ones and the portable ones."""
+    with loops(request.param) as vector:
+        yield vector
 
 
 def _patterns() -> np.ndarray:

@@ -287,6 +287,10 @@ static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
 static void half_to_float8(const uint16_t *x, uint8_t *out, Py_ssize_t n, int bfloat,
                            int finite) {
 #if LP_X86
+    if (lp_has_avx512) {  /* in 16-bit lanes */
+        lp_half_to_float8_512(x, out, n, !bfloat, finite);
+        return;
+    }
     if (lp_has_f16c) {  /* in registers */
         lp_half_to_float8_f16c(x, out, n, !bfloat, finite);
         return;
