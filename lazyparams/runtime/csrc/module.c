@@ -100,6 +100,7 @@ static PyMethodDef methods[] = {
     {"lookup", lp_lookup, METH_VARARGS, lp_lookup_doc},
     {"cast16", lp_cast16, METH_VARARGS, lp_cast16_doc},
     {"cast8", lp_cast8, METH_VARARGS, lp_cast8_doc},
+    {"cast64", lp_cast64, METH_VARARGS, lp_cast64_doc},
     {"use_f16c", use_f16c, METH_O, "use_f16c(on): use the CPU's float16 conversions or not."},
     {"use_avx512", use_avx512, METH_O, "use_avx512(on): use the casts' AVX-512 loops or not."},
     {"quantize_int8", lp_quantize_int8, METH_VARARGS, lp_quantize_int8_doc},

@@ -157,6 +157,8 @@ PyObject *lp_lookup(PyObject *self, PyObject *args);
 PyObject *lp_cast16(PyObject *self, PyObject *args);
 PyObject *lp_cast8(PyObject *self, PyObject *args); /* float8.c */
 extern const char lp_cast8_doc[];
+PyObject *lp_cast64(PyObject *self, PyObject *args); /* cast64.c */
+extern const char lp_cast64_doc[];
 PyObject *lp_quantize_int8(PyObject *self, PyObject *args);
 PyObject *lp_quantize_int4(PyObject *self, PyObject *args);
 PyObject *lp_quantize_gguf_k(PyObject *self, PyObject *args);
