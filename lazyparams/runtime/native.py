@@ -215,9 +215,10 @@ CAST16_KINDS = (
     "bfloat16>float8_e5m2",
     "float16>float8_e4m3fn",
     "float16>float8_e5m2",
+    "float16>float64",
 )
-"""The direct casts of the extension's `cast16`: between the 16-bit floats, to float32, and to
-both float8 formats."""
+"""The direct casts of the extension's `cast16`: between the 16-bit floats, to float32, to
+both float8 formats, and float16 to float64."""
 
 
 CAST8_KINDS = (

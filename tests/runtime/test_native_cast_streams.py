@@ -46,8 +46,8 @@ PAIRS = [
     (F16, BF16),
     (E4M3, F32),
     (E5M2, F32),
-    # table lookups, in words of eight bytes, streamed where the entries are 8 bytes
     (F16, F64),
+    # table lookups, streamed where the entries are 8 bytes, in registers for byte codes
     (E4M3, F64),
     (E5M2, E4M3),
     (E4M3, E5M2),

@@ -1,4 +1,5 @@
-/* Casts from float64 to float16, bfloat16 and the float8 formats, bit for bit as numpy and
+/* Casts from float64 to float16, bfloat16 and the float8 formats (and float16 to float64,
+ * exactly, for cast16), bit for bit as numpy and
  * ml_dtypes give them: float16 rounds once from the float64 value (half to even), as numpy
  * does; bfloat16 and the float8 formats round through float32 first, as ml_dtypes does.
  * AVX-512 loops where the CPU has them (lp_has_avx512), the element loops elsewhere and for
@@ -165,6 +166,72 @@ static void f64_to_float8(const uint64_t *x, uint8_t *out, Py_ssize_t n, int fin
             for (Py_ssize_t k = 0; k < m; k++) wide[k] = float_of_double(x[i + k]);
         lp_f32_to_float8(wide, out + i, m, finite); /* float8.c */
     }
+}
+
+/* float16 bits to float64 bits, exactly; NaNs keep their payload, not quieted, as numpy
+ * does. */
+static inline uint64_t double_of_half(uint16_t h) {
+    uint64_t sign = (uint64_t)(h & 0x8000u) << 48, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+    if (exp == 0x1Fu) return sign | 0x7FF0000000000000ull | (man << 42);
+    if (exp != 0) return sign | ((exp + 1008u) << 52) | (man << 42);
+    double d = (double)man * 5.9604644775390625e-8; /* a subnormal (or zero): man * 2**-24 */
+    uint64_t b;
+    memcpy(&b, &d, 8);
+    return sign | b;
+}
+
+static void f16_to_f64_portable(const uint16_t *x, uint64_t *out, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = double_of_half(x[i]);
+}
+
+#if LP_X86
+/* Sixteen float16 at a time by the CPU's conversions (exact, but quieting NaNs: a vector
+ * holding one is redone by the element loop), stored streamed where the output is large. */
+__attribute__((target("avx2,f16c"), always_inline)) static inline Py_ssize_t
+f16_to_f64_run(const uint16_t *x, uint64_t *out, Py_ssize_t n, const int stream) {
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm_prefetch((const char *)(x + i) + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+        __m256i v = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m256i mag = _mm256_and_si256(v, _mm256_set1_epi16(0x7FFF));
+        __m256i nan = _mm256_cmpgt_epi16(mag, _mm256_set1_epi16(0x7C00));
+        if (!_mm256_testz_si256(nan, nan)) {
+            f16_to_f64_portable(x + i, out + i, 16);
+            continue;
+        }
+        __m256 a = _mm256_cvtph_ps(_mm256_castsi256_si128(v));
+        __m256 b = _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1));
+        lp_put32(out + i, _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_castps256_ps128(a))), stream);
+        lp_put32(out + i + 4, _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_extractf128_ps(a, 1))), stream);
+        lp_put32(out + i + 8, _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_castps256_ps128(b))), stream);
+        lp_put32(out + i + 12, _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_extractf128_ps(b, 1))), stream);
+    }
+    return i;
+}
+
+__attribute__((target("avx2,f16c"))) static void f16_to_f64_f16c(const uint16_t *x,
+                                                                  uint64_t *out, Py_ssize_t n) {
+    Py_ssize_t head = lp_stream_head(out, 8, n), i;
+    if (head >= 0) {
+        f16_to_f64_portable(x, out, head);
+        i = head + f16_to_f64_run(x + head, out + head, n - head, 1);
+        _mm_sfence();
+    } else {
+        i = f16_to_f64_run(x, out, n, 0);
+    }
+    f16_to_f64_portable(x + i, out + i, n - i);
+}
+#endif
+
+/* float16 to float64 (cast16's "float16>float64"). */
+void lp_half_to_double(const uint16_t *x, uint64_t *out, Py_ssize_t n) {
+#if LP_X86
+    if (lp_has_f16c) {
+        f16_to_f64_f16c(x, out, n);
+        return;
+    }
+#endif
+    f16_to_f64_portable(x, out, n);
 }
 
 #define CAST64_KINDS 4

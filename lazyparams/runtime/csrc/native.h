@@ -158,6 +158,7 @@ PyObject *lp_cast16(PyObject *self, PyObject *args);
 PyObject *lp_cast8(PyObject *self, PyObject *args); /* float8.c */
 extern const char lp_cast8_doc[];
 PyObject *lp_cast64(PyObject *self, PyObject *args); /* cast64.c */
+void lp_half_to_double(const uint16_t *x, uint64_t *out, Py_ssize_t n);
 extern const char lp_cast64_doc[];
 PyObject *lp_quantize_int8(PyObject *self, PyObject *args);
 PyObject *lp_quantize_int4(PyObject *self, PyObject *args);
