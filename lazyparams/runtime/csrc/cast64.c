@@ -126,14 +126,46 @@ V512 static void f64_to_bf16_512(const uint64_t *x, uint16_t *out, Py_ssize_t n)
     f64_to_bf16_portable(x + i, out + i, n - i);
 }
 
-/* float64 to float32 for a block of the float8 casts. */
-V512 static void f64_to_f32_512(const uint64_t *x, uint32_t *out, Py_ssize_t n) {
+/* Sixteen float32 (bits) to float8_e4m3fn (`finite`) or float8_e5m2 codes, rounding half to
+ * even as float8.c's loops do: normal results rebias and round in one add, subnormal ones
+ * by adding the power of two whose float32 spacing is the format's subnormal step; the
+ * magnitudes narrowed to bytes with signed saturation (past the largest code e4m3fn's NaN,
+ * 0x7F; an e5m2 NaN made -1), then e5m2 clamped to infinity and its NaNs to 0x7E. */
+V512 static inline __m128i float8_of_floats(__m512i b, const int finite) {
+    const int man = finite ? 3 : 2, bias = finite ? 7 : 15, shift = 23 - man;
+    __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(mag, shift), _mm512_set1_epi32(1));
+    __m512i bump = _mm512_set1_epi32((int)(((uint32_t)(bias - 127) << 23) + ((1u << (shift - 1)) - 1u)));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(mag, bump), odd), shift);
+    __m512i magic = _mm512_set1_epi32((1 - bias - man + 23 + 127) << 23);
+    __m512 sum = _mm512_add_ps(_mm512_castsi512_ps(mag), _mm512_castsi512_ps(magic));
+    __mmask16 small = _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32((1 - bias + 127) << 23));
+    r = _mm512_mask_sub_epi32(r, small, _mm512_castps_si512(sum), magic);
+    if (!finite) {
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F800000));
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(-1));
+    }
+    __m128i codes = _mm512_cvtsepi32_epi8(r);
+    if (!finite) {
+        codes = _mm_min_epi8(codes, _mm_set1_epi8(0x7C));
+        codes = _mm_min_epu8(codes, _mm_set1_epi8(0x7E));
+    }
+    __m512i sign = _mm512_and_si512(_mm512_srli_epi32(b, 24), _mm512_set1_epi32(0x80));
+    return _mm_or_si128(codes, _mm512_cvtepi32_epi8(sign));
+}
+
+/* float64 to float8 through float32 in registers, sixteen values a step. */
+V512 static void f64_to_float8_512(const uint64_t *x, uint8_t *out, Py_ssize_t n, int finite) {
     Py_ssize_t i = 0;
     for (; i + 16 <= n; i += 16) {
         PREFETCH2(x + i);
-        _mm512_storeu_si512(out + i, floats_of_doubles(x + i));
+        __m512i f = floats_of_doubles(x + i);
+        __m128i codes = finite ? float8_of_floats(f, 1) : float8_of_floats(f, 0);
+        _mm_storeu_si128((__m128i *)(out + i), codes);
     }
-    for (; i < n; i++) out[i] = float_of_double(x[i]);
+    uint32_t wide[16];
+    for (Py_ssize_t k = 0; k < n - i; k++) wide[k] = float_of_double(x[i + k]);
+    lp_f32_to_float8(wide, out + i, n - i, finite); /* float8.c */
 }
 #endif
 
@@ -152,18 +184,21 @@ BEST(f64_to_f16, uint16_t)
 BEST(f64_to_bf16, uint16_t)
 
 /* float64 to float8_e4m3fn (`finite`) or float8_e5m2 through float32, as ml_dtypes converts
- * (rounding twice, so not always as a single rounding would): a block at a time through a
- * buffer that stays in the first-level cache, then float8.c's float32 loops. */
+ * (rounding twice, so not always as a single rounding would): in registers with AVX-512,
+ * else a block at a time through a buffer that stays in the first-level cache, then
+ * float8.c's float32 loops. */
 static void f64_to_float8(const uint64_t *x, uint8_t *out, Py_ssize_t n, int finite) {
+#if LP_X86
+    if (lp_has_avx512) {
+        f64_to_float8_512(x, out, n, finite);
+        return;
+    }
+#endif
     enum { BLOCK = 1024 };
     uint32_t wide[BLOCK];
     for (Py_ssize_t i = 0; i < n; i += BLOCK) {
         Py_ssize_t m = n - i < BLOCK ? n - i : BLOCK;
-#if LP_X86
-        if (lp_has_avx512) f64_to_f32_512(x + i, wide, m);
-        else
-#endif
-            for (Py_ssize_t k = 0; k < m; k++) wide[k] = float_of_double(x[i + k]);
+        for (Py_ssize_t k = 0; k < m; k++) wide[k] = float_of_double(x[i + k]);
         lp_f32_to_float8(wide, out + i, m, finite); /* float8.c */
     }
 }
