@@ -228,9 +228,12 @@ CAST8_KINDS = (
     "float8_e5m2>float16",
     "float8_e4m3fn>bfloat16",
     "float8_e5m2>bfloat16",
+    "float8_e4m3fn>float8_e5m2",
+    "float8_e5m2>float8_e4m3fn",
 )
-"""The float8 casts of the extension's `cast8`, computed (not looked up): to float32 and to
-both 16-bit floats (its table gives the NaN codes' bits, in the target's item size)."""
+"""The float8 casts of the extension's `cast8`: to float32, to both 16-bit floats and to the
+other float8, computed or looked up in registers (its table gives the codes' bits in the
+target, for NaNs and those lookups)."""
 
 CONVERT_KINDS = (*CAST16_KINDS[:4], *CAST8_KINDS[:2], "lookup")
 """The kinds the compiled transposes convert by as they gather a tile (with float32's targets

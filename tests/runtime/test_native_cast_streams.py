@@ -229,6 +229,7 @@ def test_a_float8_table_of_the_wrong_item_size_is_refused() -> None:
 
 DIRECT_PAIRS = [(s, d) for s in (F16, BF16) for d in (E4M3, E5M2)]
 DIRECT_PAIRS += [(s, d) for s in (E4M3, E5M2) for d in (F16, BF16)]
+DIRECT_PAIRS += [(E4M3, E5M2), (E5M2, E4M3), (F16, F64)]
 
 
 @pytest.mark.parametrize(("src", "dst"), DIRECT_PAIRS, ids=lambda d: str(d))
