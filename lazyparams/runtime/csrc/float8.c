@@ -386,14 +386,11 @@ static void float8_to_half(const uint8_t *x, uint16_t *out, Py_ssize_t n, int fi
 }
 
 /* float8_e4m3fn (`finite`) to float8_e5m2 or back, `table` the target's code of each code:
- * looked up in registers with AVX-512 (VBMI), computed with AVX2, looked up elsewhere. */
+ * computed with AVX2, looked up elsewhere. Where the CPU has AVX-512 the AVX2 loop still
+ * beats the lookup in registers (Zen 4, bench_kernels' row: 1.04x a copy against 1.19x). */
 static void float8_to_float8(const uint8_t *x, uint8_t *out, Py_ssize_t n, int finite,
                              const uint8_t *table) {
 #if LP_X86
-    if (lp_has_avx512) {
-        lp_lookup8_512(x, out, 1, table, n);
-        return;
-    }
     if (lp_has_f16c) {
         other_float8_f16c(x, out, n, finite, table);
         return;
