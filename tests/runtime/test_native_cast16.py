@@ -27,8 +27,8 @@ pytestmark = pytest.mark.skipif(
 
 
 LOOPS = ["avx512", "avx2", "portable"]
-"""The loops a cast can run by: AVX-512 (where the CPU has F, BW and VBMI), AVX2 with F16C
-(the widest the CPU has, up to AVX2), or the portable C loops."""
+"""The loops a cast can run by: AVX-512 (where the CPU has F and BW; VBMI for lookups), AVX2
+with F16C (the widest the CPU has, up to AVX2), or the portable C loops."""
 
 
 @contextlib.contextmanager

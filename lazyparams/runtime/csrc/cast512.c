@@ -1,12 +1,13 @@
-/* The casts' AVX-512 loops (F, BW and VBMI), used where the CPU has them (lp_has_avx512):
- * 1-byte codes looked up in registers by byte permutes (a 256-entry table of bytes is four
- * registers, two permutes and a blend a vector of 64 codes), and the 16-bit floats to float8
- * computed in 16-bit lanes, 32 values a register. Heads and tails are masked vectors, large
+/* The casts' AVX-512 loops, used where the CPU has them: 1-byte codes looked up in registers
+ * by VBMI's byte permutes (lp_has_vbmi; a 256-entry table of bytes is four registers, two
+ * permutes and a blend a vector of 64 codes), and the 16-bit floats to float8 computed in
+ * 16-bit lanes, 32 values a register (F and BW, lp_has_avx512). Heads and tails are masked vectors, large
  * outputs streamed around the cache from their first 64-byte boundary on. */
 #include "native.h"
 
 #if LP_X86
 #define V512 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+#define BW512 __attribute__((target("avx512f,avx512bw")))
 #define INLINE static inline __attribute__((always_inline))
 #define SET16(v) _mm512_set1_epi16((short)(v))
 #define PREFETCH(p, ahead) _mm_prefetch((const char *)(p) + (ahead), _MM_HINT_T0)
@@ -33,7 +34,7 @@ static Py_ssize_t stream_head64(const void *out, Py_ssize_t size, Py_ssize_t n) 
 /* The first `m` (below 64) bits set. */
 INLINE uint64_t low_bits(Py_ssize_t m) { return m >= 64 ? ~0ull : (1ull << m) - 1; }
 
-V512 INLINE void put64(void *p, __m512i v, const int stream) {
+BW512 INLINE void put64(void *p, __m512i v, const int stream) {
     if (stream) _mm512_stream_si512((__m512i *)p, v);
     else _mm512_storeu_si512(p, v);
 }
@@ -121,7 +122,7 @@ V512 void lp_lookup8_512(const uint8_t *x, void *out, Py_ssize_t t, const void *
  * smallest normal) shift the significand by how far below it they are, rounding the bits
  * shifted out. e4m3fn saturates past its largest code to its NaN (0x7F), infinities and NaNs
  * alike; e5m2 to infinity, NaNs becoming its quiet NaN. */
-V512 INLINE __m512i float8_words(__m512i v, const int half, const int finite) {
+BW512 INLINE __m512i float8_words(__m512i v, const int half, const int finite) {
     const int ms = half ? 10 : 7, bs = half ? 15 : 127, m = finite ? 3 : 2, b = finite ? 7 : 15;
     const int shift = ms - m;
     __m512i mag = _mm512_and_si512(v, SET16(0x7FFF)), one = SET16(1);
@@ -155,8 +156,8 @@ V512 INLINE __m512i float8_words(__m512i v, const int half, const int finite) {
 }
 
 /* `m` (64, or fewer, masked) 16-bit floats to float8 codes. */
-V512 INLINE void to_float8_block(const uint16_t *x, uint8_t *out, Py_ssize_t m, __m512i even,
-                                 const int half, const int finite, const int stream) {
+BW512 INLINE void to_float8_block(const uint16_t *x, uint8_t *out, Py_ssize_t m,
+                                  const int half, const int finite, const int stream) {
     __m512i a, b;
     if (m >= 64) {
         a = _mm512_loadu_si512(x);
@@ -165,22 +166,24 @@ V512 INLINE void to_float8_block(const uint16_t *x, uint8_t *out, Py_ssize_t m, 
         a = _mm512_maskz_loadu_epi16((__mmask32)low_bits(m), x);
         b = _mm512_maskz_loadu_epi16((__mmask32)(m > 32 ? low_bits(m - 32) : 0), x + 32);
     }
-    __m512i codes = _mm512_permutex2var_epi8(float8_words(a, half, finite), even,
-                                             float8_words(b, half, finite));
+    /* the words' low bytes, by truncating moves (AVX-512 BW, so that CPUs without VBMI's
+     * byte permutes run this loop too) */
+    __m256i lo = _mm512_cvtepi16_epi8(float8_words(a, half, finite));
+    __m256i hi = _mm512_cvtepi16_epi8(float8_words(b, half, finite));
+    __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     if (m >= 64) put64(out, codes, stream);
     else _mm512_mask_storeu_epi8(out, low_bits(m), codes);
 }
 
-V512 INLINE void to_float8_span(const uint16_t *x, uint8_t *out, Py_ssize_t m, const int half,
+BW512 INLINE void to_float8_span(const uint16_t *x, uint8_t *out, Py_ssize_t m, const int half,
                                 const int finite, const int stream) {
-    __m512i even = _mm512_load_si512(EVEN_BYTES);
     Py_ssize_t i = 0;
     for (; i + 64 <= m; i += 64) {
         PREFETCH(x + i, LP_CAST_PREFETCH_BYTES);
         PREFETCH(x + i + 32, LP_CAST_PREFETCH_BYTES);
-        to_float8_block(x + i, out + i, 64, even, half, finite, stream);
+        to_float8_block(x + i, out + i, 64, half, finite, stream);
     }
-    if (i < m) to_float8_block(x + i, out + i, m - i, even, half, finite, 0);
+    if (i < m) to_float8_block(x + i, out + i, m - i, half, finite, 0);
 }
 
 #define TO_FLOAT8_SPAN(x, out, m, stream)                                                    \
@@ -190,7 +193,7 @@ V512 INLINE void to_float8_span(const uint16_t *x, uint8_t *out, Py_ssize_t m, c
                     : to_float8_span(x, out, m, 0, 0, stream)))
 
 /* float16 (`half`) or bfloat16 to float8_e4m3fn (`finite`) or float8_e5m2. */
-V512 void lp_half_to_float8_512(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
+BW512 void lp_half_to_float8_512(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
                                 int finite) {
     Py_ssize_t head = stream_head64(out, 1, n);
     if (head >= 0) {

@@ -373,7 +373,7 @@ void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
 static void float8_to_half(const uint8_t *x, uint16_t *out, Py_ssize_t n, int finite, int half,
                            const uint16_t *table) {
 #if LP_X86
-    if (lp_has_avx512) {  /* its table in registers */
+    if (lp_has_vbmi) {  /* its table in registers */
         lp_lookup8_512(x, out, 2, table, n);
         return;
     }

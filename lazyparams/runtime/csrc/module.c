@@ -4,8 +4,15 @@
 
 int lp_has_f16c = 0;
 static int cpu_has_f16c = 0; /* what the CPU has; lp_has_f16c is what the loops use */
-int lp_has_avx512 = 0;
-static int cpu_has_avx512 = 0, want_avx512 = 1; /* lp_has_avx512: also F16C, and wanted */
+int lp_has_avx512 = 0, lp_has_vbmi = 0;
+/* what the CPU has (AVX-512 F and BW; VBMI), and whether tests let the loops use them */
+static int cpu_has_avx512 = 0, cpu_has_vbmi = 0, want_avx512 = 1;
+
+/* The AVX-512 flags the loops read, from what the CPU has and what is allowed. */
+static void set_avx512(void) {
+    lp_has_avx512 = want_avx512 && lp_has_f16c && cpu_has_avx512;
+    lp_has_vbmi = lp_has_avx512 && cpu_has_vbmi;
+}
 
 /* `obj`'s buffer of rank `ndim` and item size `itemsize` (any when 0), rows possibly strided
  * but elements within a row adjacent. */
@@ -78,19 +85,19 @@ static PyObject *use_f16c(PyObject *self, PyObject *arg) {
     if (on < 0) return NULL;
     int before = lp_has_f16c;
     lp_has_f16c = on && cpu_has_f16c;
-    lp_has_avx512 = want_avx512 && lp_has_f16c && cpu_has_avx512;
+    set_avx512();
     return PyBool_FromLong(before);
 }
 
-/* use_avx512(on): let the casts use their AVX-512 loops (where the CPU has AVX-512 F, BW and
- * VBMI, and the float16 conversions are in use) or stop at their AVX2 ones, so that tests on
- * such a CPU run both; returns whether they were wanted. */
+/* use_avx512(on): let the casts use their AVX-512 loops (where the CPU has AVX-512 F and BW,
+ * and VBMI for the lookups, and the float16 conversions are in use) or stop at their AVX2
+ * ones, so that tests on such a CPU run both; returns whether they were wanted. */
 static PyObject *use_avx512(PyObject *self, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
     if (on < 0) return NULL;
     int before = want_avx512;
     want_avx512 = on;
-    lp_has_avx512 = want_avx512 && lp_has_f16c && cpu_has_avx512;
+    set_avx512();
     return PyBool_FromLong(before);
 }
 
@@ -123,9 +130,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     __builtin_cpu_init();
     cpu_has_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
     lp_has_f16c = cpu_has_f16c;
-    cpu_has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                     __builtin_cpu_supports("avx512vbmi");
-    lp_has_avx512 = cpu_has_f16c && cpu_has_avx512;
+    cpu_has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    cpu_has_vbmi = cpu_has_avx512 && __builtin_cpu_supports("avx512vbmi");
+    set_avx512();
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "BLOCKED_TRANSPOSE", LP_BLOCKED_TRANSPOSE) < 0) {

@@ -53,8 +53,9 @@
 
 /* Whether the CPU has AVX2 and F16C; set once when the module loads. */
 extern int lp_has_f16c;
-/* Whether it also has AVX-512 F, BW and VBMI (the byte permutes), for the casts' widest loops. */
-extern int lp_has_avx512;
+/* Whether it also has AVX-512 F and BW, for the casts' widest loops; and VBMI (the byte
+ * permutes), for their lookups in registers. */
+extern int lp_has_avx512, lp_has_vbmi;
 
 /* A buffer argument: the object's memory, its shape and byte strides. */
 typedef struct {
@@ -145,8 +146,9 @@ void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
 void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
                             int finite);
 
-/* The AVX-512 loops of cast512.c (only where lp_has_avx512): out[i] = table[x[i]] for byte
- * codes and entries of `t` (1 or 2) bytes; and float16 (`half`) or bfloat16 to a float8. */
+/* The AVX-512 loops of cast512.c: out[i] = table[x[i]] for byte codes and entries of `t` (1
+ * or 2) bytes (only where lp_has_vbmi); float16 (`half`) or bfloat16 to a float8 (where
+ * lp_has_avx512). */
 void lp_lookup8_512(const uint8_t *x, void *out, Py_ssize_t t, const void *table, Py_ssize_t n);
 void lp_half_to_float8_512(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half, int finite);
 
