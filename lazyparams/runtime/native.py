@@ -141,17 +141,19 @@ def _transposable(src: Array, dst: Array) -> bool:
 
 def cast(x: Array, out: Array) -> bool:
     """`out[...] = x.astype(out.dtype)` for the conversions the extension does bit-exactly:
-    float32 to float16, bfloat16 and float8; the 16-bit floats to each other and to float32
-    directly (no float32 stage between them); and any 1- or 2-byte float to any float by a
-    table of every bit pattern (but bfloat16 to float64)."""
+    float32 and float64 to float16, bfloat16 and float8; the 16-bit floats to each other and to
+    float32 directly (no float32 stage between them); and any 1- or 2-byte float to any float
+    by a table of every bit pattern (but bfloat16 to float64)."""
     if not enabled() or not _flat_pair(x, out):
         return False
-    found = conversion(x.dtype, out.dtype)
+    found = conversion(x.dtype, out.dtype) or _from_float64(x.dtype, out.dtype)
     if found is None:
         return False
     kind, table = found
     flat_x, flat_out = _words(x.reshape(-1)), _words(out.reshape(-1))
-    if kind in CAST16_KINDS:
+    if kind in CAST64_KINDS:
+        _module().cast64(kind, flat_x, flat_out)
+    elif kind in CAST16_KINDS:
         _module().cast16(kind, flat_x, flat_out)
     elif kind in CAST8_KINDS:
         _module().cast8(kind, flat_x, flat_out, table)
@@ -213,9 +215,10 @@ CAST16_KINDS = (
     "bfloat16>float8_e5m2",
     "float16>float8_e4m3fn",
     "float16>float8_e5m2",
+    "float16>float64",
 )
-"""The direct casts of the extension's `cast16`: between the 16-bit floats, to float32, and to
-both float8 formats."""
+"""The direct casts of the extension's `cast16`: between the 16-bit floats, to float32, to
+both float8 formats, and float16 to float64."""
 
 
 CAST8_KINDS = (
@@ -225,13 +228,62 @@ CAST8_KINDS = (
     "float8_e5m2>float16",
     "float8_e4m3fn>bfloat16",
     "float8_e5m2>bfloat16",
+    "float8_e4m3fn>float8_e5m2",
+    "float8_e5m2>float8_e4m3fn",
 )
-"""The float8 casts of the extension's `cast8`, computed (not looked up): to float32 and to
-both 16-bit floats (its table gives the NaN codes' bits, in the target's item size)."""
+"""The float8 casts of the extension's `cast8`: to float32, to both 16-bit floats and to the
+other float8, computed or looked up in registers (its table gives the codes' bits in the
+target, for NaNs and those lookups)."""
 
 CONVERT_KINDS = (*CAST16_KINDS[:4], *CAST8_KINDS[:2], "lookup")
 """The kinds the compiled transposes convert by as they gather a tile (with float32's targets
 by name): the other direct casts run there by their table."""
+
+
+CAST64_KINDS = (
+    "float64>float16",
+    "float64>bfloat16",
+    "float64>float8_e4m3fn",
+    "float64>float8_e5m2",
+)
+"""The casts of the extension's `cast64`: float64 to the 16-bit floats and to float8 (not in
+`conversion`: the transposes do not convert from float64)."""
+
+
+@functools.cache
+def _from_float64(src: np.dtype[Any], dst: np.dtype[Any]) -> tuple[str, None] | None:
+    """The compiled cast from float64 to `dst`, where it gives this numpy's and ml_dtypes'
+    bits on `float64_patterns` (checked once, on first use); None elsewhere."""
+    kind = f"{src}>{dst}"
+    if kind not in CAST64_KINDS or not hasattr(_module(), "cast64"):
+        return None
+    x = float64_patterns()
+    got = np.empty(x.shape, _WORD[dst.itemsize])
+    _module().cast64(kind, x, got)
+    with np.errstate(all="ignore"):
+        want = x.view(np.float64).astype(dst).view(got.dtype)
+    return (kind, None) if np.array_equal(got, want) else None
+
+
+@functools.cache
+def float64_patterns() -> Array:
+    """float64 bits (uint64) that tell a cast to a narrower float right from wrong: every
+    exponent, each with mantissas that are zero, one, all ones, and just below, at and above
+    the halfway point of every rounding position; NaNs of several payloads; both signs; then
+    random bits and random values near the 16-bit and 8-bit floats' ranges."""
+    exps = np.arange(2048, dtype=np.uint64) << np.uint64(52)
+    bit = np.uint64(1) << np.arange(52, dtype=np.uint64)
+    ends = np.array([0, 1, (1 << 52) - 1], np.uint64)
+    mans = np.concatenate([ends, bit, bit - np.uint64(1), bit + np.uint64(1)])
+    mans = np.concatenate([mans, mans | bit[-1], mans | (np.uint64(3) << np.uint64(50))])
+    mans &= np.uint64((1 << 52) - 1)
+    grid = (exps[:, None] | mans[None, :]).reshape(-1)
+    rng = np.random.default_rng(17)
+    near = rng.integers(1023 - 160, 1023 + 160, 1 << 16).astype(np.uint64) << np.uint64(52)
+    near |= rng.integers(0, 1 << 52, near.size, dtype=np.int64).astype(np.uint64)
+    noise = rng.integers(0, 1 << 63, 1 << 14, dtype=np.int64).astype(np.uint64)
+    x = np.concatenate([grid, near, noise])
+    return np.concatenate([x, x | np.uint64(1 << 63)])
 
 
 @functools.cache

@@ -1,9 +1,11 @@
-"""The compiled casts between the 16-bit floats and to float32 (`_native.cast16`, through
-`native.cast`) bit for bit against numpy's and ml_dtypes' own casts: every 16-bit pattern,
-through the CPU's conversions and through the portable loops, at every offset of a vector."""
+"""The compiled casts between the 16-bit floats, to float32, and float16 to float64
+(`_native.cast16`, through `native.cast`) bit for bit against numpy's and ml_dtypes' own
+casts: every 16-bit pattern, by the AVX-512, AVX2 and portable loops, at every offset of a
+vector."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,22 +18,40 @@ from lazyparams.runtime import fast, native
 F32 = np.dtype(np.float32)
 F16 = np.dtype(np.float16)
 BF16 = np.dtype(ml_dtypes.bfloat16)
-PAIRS = [(BF16, F16), (BF16, F32), (F16, F32), (F16, BF16)]
+F64 = np.dtype(np.float64)
+PAIRS = [(BF16, F16), (BF16, F32), (F16, F32), (F16, BF16), (F16, F64)]
 
 pytestmark = pytest.mark.skipif(
     not native.available(), reason="the compiled extension is not built (or LAZYPARAMS_NATIVE=0)"
 )
 
 
-@pytest.fixture(params=[True, False], ids=["cpu", "portable"])
-def f16c(request: pytest.FixtureRequest) -> Iterator[bool]:
-    """Each test runs with the CPU's float16 conversions (where it has them) and without."""
+LOOPS = ["avx512", "avx2", "portable"]
+"""The loops a cast can run by: AVX-512 (where the CPU has F and BW; VBMI for lookups), AVX2
+with F16C (the widest the CPU has, up to AVX2), or the portable C loops."""
+
+
+@contextlib.contextmanager
+def loops(which: str) -> Iterator[bool]:
+    """The compiled casts limited to the `which` of LOOPS (on a CPU without them, the widest it
+    has below); yields whether the CPU's vector loops are in use."""
     from lazyparams.runtime import _native
 
-    before = _native.use_f16c(request.param)
-    with native.use_native(True):
-        yield bool(request.param)
-    _native.use_f16c(before)
+    vector = which != "portable"
+    before, before_512 = _native.use_f16c(vector), _native.use_avx512(which == "avx512")
+    try:
+        with native.use_native(True):
+            yield vector
+    finally:
+        _native.use_f16c(before)
+        _native.use_avx512(before_512)
+
+
+@pytest.fixture(params=LOOPS)
+def f16c(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Each test runs by the AVX-512 loops, the AVX2 ones and the portable ones."""
+    with loops(request.param) as vector:
+        yield vector
 
 
 def _patterns() -> np.ndarray:
@@ -144,14 +164,15 @@ def test_four_threads_cast_at_once_into_pooled_outputs() -> None:
     from lazyparams.runtime import run_kernel
     from lazyparams.runtime.pool import BUFFERS
 
+    pairs = PAIRS[:4]  # one a thread
     rng = np.random.default_rng(17)
     codes = [
-        rng.integers(0, 1 << 16, (512, 1024), dtype=np.uint32).astype(np.uint16) for _ in PAIRS
+        rng.integers(0, 1 << 16, (512, 1024), dtype=np.uint32).astype(np.uint16) for _ in pairs
     ]
-    barrier = threading.Barrier(len(PAIRS))
+    barrier = threading.Barrier(len(pairs))
 
     def work(i: int) -> int:
-        src, dst = PAIRS[i]
+        src, dst = pairs[i]
         x = codes[i].view(src)
         with np.errstate(all="ignore"):
             want = x.astype(dst)
@@ -162,4 +183,4 @@ def test_four_threads_cast_at_once_into_pooled_outputs() -> None:
         return i
 
     with BUFFERS.watch(lambda: 1 << 30), concurrent.futures.ThreadPoolExecutor(4) as threads:
-        assert sorted(threads.map(work, range(len(PAIRS)))) == list(range(len(PAIRS)))
+        assert sorted(threads.map(work, range(len(pairs)))) == list(range(len(pairs)))

@@ -1,7 +1,7 @@
 """The compiled casts where their loops take other paths than on short arrays, bit for bit
 against numpy's and ml_dtypes' own casts: outputs large enough to be streamed around the cache
 (8 MiB or more, native.h's LP_CAST_STREAM_BYTES), the table lookups' among them, starting at
-every offset from a 32-byte boundary (the head before the first aligned store), with a tail;
+every offset from a 64-byte boundary (the head before the first aligned store), with a tail;
 every 16-bit and 8-bit code in shuffled orders, so that each vector mixes the values its fast
 path computes with the ones (zeros, subnormals, infinities, NaNs) it fixes or hands on;
 float32 rounding classes exhaustively: every top 16 bits (bfloat16, float8) and every top 19
@@ -20,6 +20,7 @@ import pytest
 
 from lazyparams.runtime import native
 from tests.runtime.test_native import _float32_patterns
+from tests.runtime.test_native_cast16 import LOOPS, loops
 
 pytestmark = pytest.mark.skipif(
     not native.available(), reason="the compiled extension is not built (or LAZYPARAMS_NATIVE=0)"
@@ -45,25 +46,26 @@ PAIRS = [
     (F16, BF16),
     (E4M3, F32),
     (E5M2, F32),
-    # table lookups, in words of eight bytes, streamed where the entries are 8 bytes
     (F16, F64),
+    # table lookups, streamed where the entries are 8 bytes, in registers for byte codes
     (E4M3, F64),
     (E5M2, E4M3),
+    (E4M3, E5M2),
     (F16, E4M3),
+    (F16, E5M2),
+    (BF16, E4M3),
     (BF16, E5M2),
     (E4M3, BF16),
+    (E4M3, F16),
+    (E5M2, F16),
 ]
 
 
-@pytest.fixture(params=[True, False], ids=["cpu", "portable"])
+@pytest.fixture(params=LOOPS)
 def f16c(request: pytest.FixtureRequest) -> Iterator[bool]:
-    """Each test runs with the CPU's vector loops (where it has them) and without."""
-    from lazyparams.runtime import _native
-
-    before = _native.use_f16c(request.param)
-    with native.use_native(True):
-        yield bool(request.param)
-    _native.use_f16c(before)
+    """Each test runs by the AVX-512 loops, the AVX2 ones and the portable ones."""
+    with loops(request.param) as vector:
+        yield vector
 
 
 def _words(a: np.ndarray) -> np.ndarray:
@@ -110,21 +112,22 @@ def _sources(src: np.dtype[Any]) -> np.ndarray:
 def test_large_outputs_at_every_head_offset(
     f16c: bool, src: np.dtype[Any], dst: np.dtype[Any]
 ) -> None:
-    """Outputs past the streaming size, starting 0 to 31 bytes after a 32-byte boundary (the
+    """Outputs past the streaming size, starting 0 to 63 bytes after a 64-byte boundary (the
     input at another offset), with a tail after the last whole vector: numpy's bits."""
     base = _sources(src)
     n = STREAM_BYTES // dst.itemsize + 37
-    reps = -(-(n + 64) // base.size)
+    reps = -(-(n + 128) // base.size)
     tiled = np.tile(base, reps)
-    want_all = _reference(tiled[: n + 64], dst)
-    out_room = np.empty(n + 64, dst)
-    for shift in sorted({0, 1, 3, 31 // dst.itemsize, 16 // dst.itemsize}):
+    want_all = _reference(tiled[: n + 128], dst)
+    out_room = np.empty(n + 128, dst)
+    size = dst.itemsize
+    for shift in sorted({0, 1, 3, 16 // size, 31 // size, 32 // size, 47 // size, 63 // size}):
         start = shift + 5  # a different offset of the input
         x = tiled[start : start + n]
-        # the output's offset from a 32-byte boundary, in elements
-        lead = (-out_room.ctypes.data // dst.itemsize) % (32 // dst.itemsize)
+        # the output's offset from a 64-byte boundary, in elements
+        lead = (-out_room.ctypes.data // size) % (64 // size)
         out = out_room[lead + shift : lead + shift + n]
-        assert out.ctypes.data % 32 == shift * dst.itemsize and out.nbytes >= STREAM_BYTES
+        assert out.ctypes.data % 64 == shift * size and out.nbytes >= STREAM_BYTES
         _words(out).fill(0xA5)
         assert native.cast(x, out)
         _assert_same_bits(out, want_all[start : start + n], x)
@@ -226,6 +229,7 @@ def test_a_float8_table_of_the_wrong_item_size_is_refused() -> None:
 
 DIRECT_PAIRS = [(s, d) for s in (F16, BF16) for d in (E4M3, E5M2)]
 DIRECT_PAIRS += [(s, d) for s in (E4M3, E5M2) for d in (F16, BF16)]
+DIRECT_PAIRS += [(E4M3, E5M2), (E5M2, E4M3), (F16, F64)]
 
 
 @pytest.mark.parametrize(("src", "dst"), DIRECT_PAIRS, ids=lambda d: str(d))

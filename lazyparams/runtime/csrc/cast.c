@@ -287,6 +287,10 @@ static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
 static void half_to_float8(const uint16_t *x, uint8_t *out, Py_ssize_t n, int bfloat,
                            int finite) {
 #if LP_X86
+    if (lp_has_avx512) {  /* in 16-bit lanes */
+        lp_half_to_float8_512(x, out, n, !bfloat, finite);
+        return;
+    }
     if (lp_has_f16c) {  /* in registers */
         lp_half_to_float8_f16c(x, out, n, !bfloat, finite);
         return;
@@ -308,21 +312,22 @@ static void cast16(int which, const uint16_t *x, void *out, Py_ssize_t n) {
     else if (which == 1) bf16_to_f16(x, out, n);
     else if (which == 2) f16_to_f32(x, out, n);
     else if (which == 3) f16_to_bf16(x, out, n);
+    else if (which == 8) lp_half_to_double(x, out, n); /* cast64.c */
     else half_to_float8(x, out, n, which < 6, which % 2 == 0);
 }
 
-#define CAST16_KINDS 8
+#define CAST16_KINDS 9
 static const char *const CAST16_NAMES[CAST16_KINDS] = {
     "bfloat16>float32",      "bfloat16>float16",   "float16>float32",
     "float16>bfloat16",      "bfloat16>float8_e4m3fn", "bfloat16>float8_e5m2",
-    "float16>float8_e4m3fn", "float16>float8_e5m2",
+    "float16>float8_e4m3fn", "float16>float8_e5m2",    "float16>float64",
 };
 
 const char lp_cast16_doc[] = PyDoc_STR(
              "cast16(kind, x, out): convert 1-D 16-bit float bits `x` (uint16) into `out`; kind\n"
              "is 'bfloat16>float32' or 'float16>float32' (uint32 out), 'bfloat16>float16' or\n"
-             "'float16>bfloat16' (uint16 out), or 'bfloat16>' or 'float16>' followed by\n"
-             "'float8_e4m3fn' or 'float8_e5m2' (uint8 out).");
+             "'float16>bfloat16' (uint16 out), 'bfloat16>' or 'float16>' followed by\n"
+             "'float8_e4m3fn' or 'float8_e5m2' (uint8 out), or 'float16>float64' (uint64 out).");
 
 PyObject *lp_cast16(PyObject *self, PyObject *args) {
     const char *kind;
@@ -336,11 +341,11 @@ PyObject *lp_cast16(PyObject *self, PyObject *args) {
     }
     if (which < 0) {
         PyErr_Format(PyExc_ValueError, "expected kind bfloat16>float32, bfloat16>float16, "
-                     "float16>float32, float16>bfloat16, or bfloat16> or float16> then "
-                     "float8_e4m3fn or float8_e5m2, got '%s'", kind);
+                     "float16>float32, float16>bfloat16, float16>float64, or bfloat16> or "
+                     "float16> then float8_e4m3fn or float8_e5m2, got '%s'", kind);
         return NULL;
     }
-    Py_ssize_t n = lp_flat_pair(xo, oo, b, 2, which >= 4 ? 1 : which % 2 ? 2 : 4);
+    Py_ssize_t n = lp_flat_pair(xo, oo, b, 2, which == 8 ? 8 : which >= 4 ? 1 : which % 2 ? 2 : 4);
     if (n < 0) {
         lp_release(b, 2);
         return NULL;

@@ -105,7 +105,8 @@ PyObject *lp_lookup(PyObject *self, PyObject *args) {
     Py_ssize_t head = t == 8 ? lp_stream_head(out, 8, n) : -1;
     Py_BEGIN_ALLOW_THREADS
 #if LP_X86
-    if (head >= 0 && s == 1) lookup_8_64_streamed(x, out, table, n, head);
+    if (lp_has_vbmi && s == 1 && t <= 2) lp_lookup8_512(x, out, t, table, n);
+    else if (head >= 0 && s == 1) lookup_8_64_streamed(x, out, table, n, head);
     else if (head >= 0) lookup_16_64_streamed(x, out, table, n, head);
     else lp_lookup_run(x, s, out, t, table, n);
 #else

@@ -5,6 +5,15 @@
 
 int lp_has_f16c = 0;
 static int cpu_has_f16c = 0; /* what the CPU has; lp_has_f16c is what the loops use */
+int lp_has_avx512 = 0, lp_has_vbmi = 0;
+/* what the CPU has (AVX-512 F and BW; VBMI), and whether tests let the loops use them */
+static int cpu_has_avx512 = 0, cpu_has_vbmi = 0, want_avx512 = 1;
+
+/* The AVX-512 flags the loops read, from what the CPU has and what is allowed. */
+static void set_avx512(void) {
+    lp_has_avx512 = want_avx512 && lp_has_f16c && cpu_has_avx512;
+    lp_has_vbmi = lp_has_avx512 && cpu_has_vbmi;
+}
 
 /* `obj`'s buffer of rank `ndim` and item size `itemsize` (any when 0), rows possibly strided
  * but elements within a row adjacent. */
@@ -77,6 +86,19 @@ static PyObject *use_f16c(PyObject *self, PyObject *arg) {
     if (on < 0) return NULL;
     int before = lp_has_f16c;
     lp_has_f16c = on && cpu_has_f16c;
+    set_avx512();
+    return PyBool_FromLong(before);
+}
+
+/* use_avx512(on): let the casts use their AVX-512 loops (where the CPU has AVX-512 F and BW,
+ * and VBMI for the lookups, and the float16 conversions are in use) or stop at their AVX2
+ * ones, so that tests on such a CPU run both; returns whether they were wanted. */
+static PyObject *use_avx512(PyObject *self, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    int before = want_avx512;
+    want_avx512 = on;
+    set_avx512();
     return PyBool_FromLong(before);
 }
 
@@ -87,7 +109,9 @@ static PyMethodDef methods[] = {
     {"lookup", lp_lookup, METH_VARARGS, lp_lookup_doc},
     {"cast16", lp_cast16, METH_VARARGS, lp_cast16_doc},
     {"cast8", lp_cast8, METH_VARARGS, lp_cast8_doc},
+    {"cast64", lp_cast64, METH_VARARGS, lp_cast64_doc},
     {"use_f16c", use_f16c, METH_O, "use_f16c(on): use the CPU's float16 conversions or not."},
+    {"use_avx512", use_avx512, METH_O, "use_avx512(on): use the casts' AVX-512 loops or not."},
     {"quantize_int8", lp_quantize_int8, METH_VARARGS, lp_quantize_int8_doc},
     {"quantize_int4", lp_quantize_int4, METH_VARARGS, lp_quantize_int4_doc},
     {"quantize_legacy", lp_quantize_legacy, METH_VARARGS, lp_quantize_legacy_doc},
@@ -108,6 +132,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     __builtin_cpu_init();
     cpu_has_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
     lp_has_f16c = cpu_has_f16c;
+    cpu_has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    cpu_has_vbmi = cpu_has_avx512 && __builtin_cpu_supports("avx512vbmi");
+    set_avx512();
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "BLOCKED_TRANSPOSE", LP_BLOCKED_TRANSPOSE) < 0) {

@@ -53,6 +53,9 @@
 
 /* Whether the CPU has AVX2 and F16C; set once when the module loads. */
 extern int lp_has_f16c;
+/* Whether it also has AVX-512 F and BW, for the casts' widest loops; and VBMI (the byte
+ * permutes), for their lookups in registers. */
+extern int lp_has_avx512, lp_has_vbmi;
 
 /* A buffer argument: the object's memory, its shape and byte strides. */
 typedef struct {
@@ -143,6 +146,12 @@ void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
 void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
                             int finite);
 
+/* The AVX-512 loops of cast512.c: out[i] = table[x[i]] for byte codes and entries of `t` (1
+ * or 2) bytes (only where lp_has_vbmi); float16 (`half`) or bfloat16 to a float8 (where
+ * lp_has_avx512). */
+void lp_lookup8_512(const uint8_t *x, void *out, Py_ssize_t t, const void *table, Py_ssize_t n);
+void lp_half_to_float8_512(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half, int finite);
+
 /* The Python functions, with their docstrings. */
 PyObject *lp_transpose2d(PyObject *self, PyObject *args);
 PyObject *lp_transpose_path(PyObject *self, PyObject *arg); /* transpose_stream.c */
@@ -152,6 +161,9 @@ PyObject *lp_lookup(PyObject *self, PyObject *args);
 PyObject *lp_cast16(PyObject *self, PyObject *args);
 PyObject *lp_cast8(PyObject *self, PyObject *args); /* float8.c */
 extern const char lp_cast8_doc[];
+PyObject *lp_cast64(PyObject *self, PyObject *args); /* cast64.c */
+void lp_half_to_double(const uint16_t *x, uint64_t *out, Py_ssize_t n);
+extern const char lp_cast64_doc[];
 PyObject *lp_quantize_int8(PyObject *self, PyObject *args);
 PyObject *lp_quantize_int4(PyObject *self, PyObject *args);
 PyObject *lp_quantize_gguf_k(PyObject *self, PyObject *args);
