@@ -214,8 +214,25 @@ def test_direct_and_staged_strips_match_numpy(dtype: np.dtype[Any], path: str) -
         _check_placements(src[::-1], np.ascontiguousarray(src[::-1].T), _plain)
 
 
+@pytest.mark.parametrize("dtype", [F16, BF16, np.dtype(np.int16)], ids=str)
+def test_two_byte_blocks_match_numpy(dtype: np.dtype[Any], path: str) -> None:
+    """Plain 2-byte copies: direct takes the AVX-512 blocks of 32 x 32 items where the CPU has
+    them (strips of 128 rows, each block's 32 output lines streamed from registers, the seams
+    gathered into a block of their own). Rows of a strip and a block more, of one block, of
+    a few rows past a block; columns of one block, of whole blocks and of a partial last one;
+    strided and reversed input rows."""
+    for n, m in [(128 + 32 + 5, 32 * 40 + 7), (32, 32), (37, 96), (300, 2 * PAGE // 2 + 9)]:
+        src = _random((n, m), dtype, n * m)
+        _check_placements(src, np.ascontiguousarray(src.T), _plain)
+        wide = np.empty((n, m + 3), dtype)
+        wide[:, 1 : m + 1] = src
+        _check_placements(wide[:, 1 : m + 1], np.ascontiguousarray(src.T), _plain)
+        _check_placements(src[::-1], np.ascontiguousarray(src[::-1].T), _plain)
+
+
 def test_direct_strips_leave_conversions_and_narrow_items_to_the_stage(path: str) -> None:
-    """Converting transposes and 1- and 2-byte items take the staged strips either way."""
+    """Converting transposes and 1-byte items take the staged strips either way (2-byte ones
+    the AVX-512 blocks where the path is direct and the CPU has them)."""
     for dtype in (np.dtype(np.uint8), F16):
         src = _random((300, 2 * PAGE // dtype.itemsize + 9), dtype, 7)
         _check_placements(src, np.ascontiguousarray(src.T), _plain)
