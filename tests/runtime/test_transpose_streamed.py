@@ -214,8 +214,37 @@ def test_direct_and_staged_strips_match_numpy(dtype: np.dtype[Any], path: str) -
         _check_placements(src[::-1], np.ascontiguousarray(src[::-1].T), _plain)
 
 
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+@pytest.mark.parametrize("dtype", [F16, BF16, np.dtype(np.int16)], ids=str)
+def test_two_byte_blocks_match_numpy(dtype: np.dtype[Any], path: str, simd: bool) -> None:
+    """Plain 2-byte copies: direct takes the AVX-512 blocks of 32 x 32 items where the CPU has
+    them (strips of 128 rows, each block's 32 output lines streamed from registers, the seams
+    gathered into a block of their own), staged the AVX2 ones, and without AVX2 the blocked
+    loops. Rows of a strip and a block more, of one block, of a few rows past a block; columns
+    of one block, of whole blocks and of a partial last one; strided and reversed input rows;
+    bfloat16 to float16 over the same shapes."""
+    module = native._module()
+    before = module.use_f16c(simd)
+    try:
+        for n, m in [(128 + 32 + 5, 32 * 40 + 7), (32, 32), (37, 96), (300, 2 * PAGE // 2 + 9)]:
+            src = _random((n, m), dtype, n * m)
+            _check_placements(src, np.ascontiguousarray(src.T), _plain)
+            wide = np.empty((n, m + 3), dtype)
+            wide[:, 1 : m + 1] = src
+            _check_placements(wide[:, 1 : m + 1], np.ascontiguousarray(src.T), _plain)
+            _check_placements(src[::-1], np.ascontiguousarray(src[::-1].T), _plain)
+            if dtype == BF16:  # random bits, and weights (float16 normals: the fast path)
+                weights = np.random.default_rng(n).standard_normal((n, m), np.float32)
+                for x in (src, weights.astype(BF16)):
+                    half = np.ascontiguousarray(_astype(x, F16).T)
+                    _check_placements(x, half, _converting)
+    finally:
+        module.use_f16c(before)
+
+
 def test_direct_strips_leave_conversions_and_narrow_items_to_the_stage(path: str) -> None:
-    """Converting transposes and 1- and 2-byte items take the staged strips either way."""
+    """Converting transposes and 1-byte items take the staged strips either way (2-byte ones
+    the AVX-512 blocks where the path is direct and the CPU has them)."""
     for dtype in (np.dtype(np.uint8), F16):
         src = _random((300, 2 * PAGE // dtype.itemsize + 9), dtype, 7)
         _check_placements(src, np.ascontiguousarray(src.T), _plain)

@@ -107,6 +107,32 @@ micro256(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, const int siz
 #endif
 
 #if LP_X86
+/* Sixteen bfloat16 to float16, bit for bit as cast.c's `half_of_bfloat`. Values of float16's
+ * normal range (most weights) only lose exponent bits: a rebias and a shift in 16-bit lanes.
+ * Vectors holding anything else take the CPU's conversion (half to even through the exact
+ * float32 value, as cast.c's loop), with ml_dtypes' quiet NaN of the sign for every NaN. */
+__attribute__((target("avx2,f16c"))) static inline __m256i halves_of_bfloats(__m256i b) {
+    const __m256i sign = _mm256_and_si256(b, _mm256_set1_epi16((short)0x8000));
+    const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7FFF));
+    /* float16's normal exponents are bfloat16's 113 to 142: magnitudes 0x3880 to 0x477F */
+    __m256i off = _mm256_sub_epi16(mag, _mm256_set1_epi16(0x3880));
+    __m256i normal = _mm256_cmpeq_epi16(_mm256_min_epu16(off, _mm256_set1_epi16(0x0EFF)), off);
+    if (_mm256_movemask_epi8(normal) == -1) {
+        __m256i rebiased = _mm256_sub_epi16(mag, _mm256_set1_epi16(0x3800));
+        return _mm256_or_si256(_mm256_slli_epi16(rebiased, 3), sign);
+    }
+    __m256 lo = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(b)), 16));
+    __m256 hi = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(b, 1)), 16));
+    __m256i h = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT)),
+        _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), 1);
+    __m256i nan = _mm256_cmpgt_epi16(mag, _mm256_set1_epi16(0x7F80));
+    __m256i quiet = _mm256_or_si256(sign, _mm256_set1_epi16(0x7E00));
+    return _mm256_blendv_epi8(h, quiet, nan);
+}
+
 /* The streamed strips of an (n, m) src whose output rows start on line boundaries (`ds` a
  * whole number of lines), down to the last whole line of output (64 / size rows): returns
  * the rows done, or -1 out of memory. Needs AVX2 (transpose_stream.c). With `head` (rows
@@ -117,6 +143,16 @@ micro256(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, const int siz
 Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
                                  const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head);
+/* The AVX-512 blocks of 2-byte items (transpose512.c): a staged tile of `rows` (a multiple of
+ * 32) rows `stride` apart (whole lines) against `cols` columns, streamed to dst (a line
+ * boundary, its rows a whole number of lines apart); and the seams of a whole output whose rows
+ * start `head` items before a line boundary (see lp_transpose_streamed), for output rows 1 to
+ * m - 1, src being its row `head` and n its rows from there. With `halves` the items are
+ * bfloat16, converted to float16 as they go out. */
+void lp_tile512_2(const char *stage, Py_ssize_t stride, char *dst, Py_ssize_t ds,
+                  Py_ssize_t rows, Py_ssize_t cols, int halves);
+void lp_seams512_2(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
+                   Py_ssize_t m, Py_ssize_t head, int halves);
 #endif
 
 #endif

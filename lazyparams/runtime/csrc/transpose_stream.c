@@ -27,7 +27,9 @@
 #include "transpose.h"
 
 /* Which streamed strips the plain copies of 4- and 8-byte items take: -1 by the CPU (direct on
- * AMD's, staged elsewhere, where the direct ones are not measured), 0 staged, 1 direct. */
+ * AMD's, staged elsewhere, where the direct ones are not measured), 0 staged, 1 direct. Direct
+ * also gives the staged tiles of 2-byte copies and of bfloat16 to float16 the AVX-512 blocks
+ * of transpose512.c, where the CPU has them (by the CPU: AMD's). */
 static int direct_path = -1;
 
 #if LP_X86
@@ -53,32 +55,6 @@ static int direct_path = -1;
 #ifndef DIRECT_RUN
 #define DIRECT_RUN 128
 #endif
-
-/* Sixteen bfloat16 to float16, bit for bit as cast.c's `half_of_bfloat`. Values of float16's
- * normal range (most weights) only lose exponent bits: a rebias and a shift in 16-bit lanes.
- * Vectors holding anything else take the CPU's conversion (half to even through the exact
- * float32 value, as cast.c's loop), with ml_dtypes' quiet NaN of the sign for every NaN. */
-__attribute__((target("avx2,f16c"))) static inline __m256i halves_of_bfloats(__m256i b) {
-    const __m256i sign = _mm256_and_si256(b, _mm256_set1_epi16((short)0x8000));
-    const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7FFF));
-    /* float16's normal exponents are bfloat16's 113 to 142: magnitudes 0x3880 to 0x477F */
-    __m256i off = _mm256_sub_epi16(mag, _mm256_set1_epi16(0x3880));
-    __m256i normal = _mm256_cmpeq_epi16(_mm256_min_epu16(off, _mm256_set1_epi16(0x0EFF)), off);
-    if (_mm256_movemask_epi8(normal) == -1) {
-        __m256i rebiased = _mm256_sub_epi16(mag, _mm256_set1_epi16(0x3800));
-        return _mm256_or_si256(_mm256_slli_epi16(rebiased, 3), sign);
-    }
-    __m256 lo = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(b)), 16));
-    __m256 hi = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(b, 1)), 16));
-    __m256i h = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT)),
-        _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), 1);
-    __m256i nan = _mm256_cmpgt_epi16(mag, _mm256_set1_epi16(0x7F80));
-    __m256i quiet = _mm256_or_si256(sign, _mm256_set1_epi16(0x7E00));
-    return _mm256_blendv_epi8(h, quiet, nan);
-}
 
 /* Copies `cols` items of each of `rows` rows (`ss` apart) to the stage's rows (`stride`
  * apart), row after row,
@@ -250,9 +226,12 @@ static void gather_seams(const PagePlan *p, PageTile t, char *seam, Py_ssize_t t
     }
 }
 
-Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
+/* The strips above (staged or direct) of an (n, m) src from `src` (see lp_transpose_streamed);
+ * with `wide`, the staged tiles of 2-byte items by the AVX-512 blocks. */
+static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
-                                 const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head) {
+                                 const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head,
+                                 int wide) {
     const int amd = __builtin_cpu_is("amd"); /* the module's start-up ran __builtin_cpu_init */
     const int direct = (direct_path < 0 ? amd : direct_path) && conv->kind == LP_CONVERT_COPY &&
                        size >= 4;
@@ -281,7 +260,12 @@ Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_s
         } else {
             copy_pages(src + t.r0 * ss + t.j0 * isz, ss, stage, p.stride, t.rows, t.cols, conv,
                        isz, size);
-            tile(&p, t, stage, p.stride, 0, none, runs, edge);
+            if (wide) {
+                lp_tile512_2(stage, p.stride, dst + t.j0 * ds + t.r0 * 2, ds, t.rows, t.cols,
+                             conv->kind == LP_CONVERT_BF16_F16);
+            } else {
+                tile(&p, t, stage, p.stride, 0, none, runs, edge);
+            }
         }
         t = next;
     }
@@ -289,11 +273,27 @@ Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_s
     free(block);
     return t.r0;
 }
+
+Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
+                                 Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
+                                 const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head) {
+    /* plain 2-byte copies and bfloat16 to float16 on AMD's CPUs with AVX-512 (or any, when the
+     * path is direct) take its blocks for the staged tiles and the seams */
+    const int raw = conv->kind == LP_CONVERT_COPY || conv->kind == LP_CONVERT_BF16_F16;
+    const int wide = size == 2 && raw && lp_has_f16c &&
+                     __builtin_cpu_supports("avx512bw") &&
+                     (direct_path < 0 ? __builtin_cpu_is("amd") : direct_path);
+    const int halves = conv->kind == LP_CONVERT_BF16_F16;
+    if (wide && head) lp_seams512_2(src, ss, dst, ds, n, m, head, halves);
+    return streamed_pages(src, ss, dst, ds, n, m, size, conv, isz, wide ? 0 : head, wide);
+}
 #endif
 
 const char lp_transpose_path_doc[] = PyDoc_STR(
     "transpose_path(name): which streamed strips transpose2d gives plain copies of 4- and\n"
-    "8-byte items: 'direct', 'staged', or 'auto' (by the CPU); returns the previous name.");
+    "8-byte items: 'direct', 'staged', or 'auto' (by the CPU); 'direct' also takes the\n"
+    "AVX-512 blocks for 2-byte copies and bfloat16 to float16 where the CPU has them, 'staged'\n"
+    "the AVX2 ones; returns the previous name.");
 
 PyObject *lp_transpose_path(PyObject *self, PyObject *arg) {
     static const char *const names[] = {"auto", "staged", "direct"};
