@@ -151,6 +151,10 @@ Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_s
  * bfloat16, converted to float16 as they go out. */
 void lp_tile512_2(const char *stage, Py_ssize_t stride, char *dst, Py_ssize_t ds,
                   Py_ssize_t rows, Py_ssize_t cols, int halves);
+/* A direct tile of plain 2-byte copies by those blocks, straight from the input (rows a
+ * multiple of 32, any columns), prefetching the next tile's rows as it goes. */
+void lp_direct512_2(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows,
+                    Py_ssize_t cols, const char *next, Py_ssize_t nrows, Py_ssize_t nbytes);
 void lp_seams512_2(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
                    Py_ssize_t m, Py_ssize_t head, int halves);
 #endif

@@ -84,6 +84,47 @@ T512 void lp_tile512_2(const char *stage, Py_ssize_t stride, char *dst, Py_ssize
     }
 }
 
+/* The last `count` (under 32) columns of a direct tile, by way of a block of their own: the
+ * input's row ends may not be read past. */
+T512 static __attribute__((noinline)) void direct_edge(const char *src, Py_ssize_t ss, char *dst,
+                                                       Py_ssize_t ds, Py_ssize_t rows,
+                                                       Py_ssize_t count) {
+    _Alignas(64) char edge[32 * 64];
+    for (Py_ssize_t b = 0; b < rows; b += 32) {
+        for (Py_ssize_t i = 0; i < 32; i++) {
+            memcpy(edge + i * 64, src + (b + i) * ss, (size_t)(count * 2));
+        }
+        block32(edge, 64, dst + b * 2, ds, count, 1, 0);
+    }
+}
+
+/* A direct tile of 2-byte items, straight from the input: `rows` (a multiple of 32) rows `ss`
+ * apart from `src` against `cols` columns, streamed to dst as lp_tile512_2 does. After each line
+ * of columns a share of the next tile's `nrows` rows (`nbytes` of each from `next`, rows `ss`
+ * apart) is prefetched into the L2 cache, so that its reads overlap this tile's streamed writes
+ * as a copy's do. */
+T512 void lp_direct512_2(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
+                         Py_ssize_t rows, Py_ssize_t cols, const char *next, Py_ssize_t nrows,
+                         Py_ssize_t nbytes) {
+    const Py_ssize_t groups = (cols + 31) / 32;
+    Py_ssize_t fetched = 0;
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        const Py_ssize_t j = g * 32;
+        if (cols - j >= 32) {
+            for (Py_ssize_t b = 0; b < rows; b += 32) {
+                block32(src + b * ss + j * 2, ss, dst + j * ds + b * 2, ds, 32, 1, 0);
+            }
+        } else {
+            direct_edge(src + j * 2, ss, dst + j * ds, ds, rows, cols - j);
+        }
+        const Py_ssize_t upto = nrows * (g + 1) / groups;
+        for (Py_ssize_t r = fetched; r < upto; r++) {
+            for (Py_ssize_t x = 0; x < nbytes; x += 64) _mm_prefetch(next + r * ss + x, _MM_HINT_T1);
+        }
+        fetched = upto;
+    }
+}
+
 /* The seams of a whole output (rows adjacent, `head` items of each before a line boundary, 32
  * items to a line): for each output row j from 1, the line holding the last 32 - head items of
  * row j - 1 (the last input rows, a column behind) and the first `head` of row j (the `head`
