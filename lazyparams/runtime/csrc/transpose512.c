@@ -7,6 +7,14 @@
 #if LP_X86
 #define T512 __attribute__((target("avx2,f16c,avx512f,avx512bw")))
 
+/* `halves512` of a vector holding items outside float16's normal range (few weights): out of
+ * line, so that the loops of the blocks keep their registers and stay short. */
+T512 static __attribute__((noinline)) __m512i halves512_rare(__m512i b) {
+    __m256i lo = halves_of_bfloats(_mm512_castsi512_si256(b));
+    __m256i hi = halves_of_bfloats(_mm512_extracti64x4_epi64(b, 1));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
 /* Thirty-two bfloat16 to float16, as `halves_of_bfloats`: a rebias and a shift when all are of
  * float16's normal range, else that function on each half. */
 T512 static inline __attribute__((always_inline)) __m512i halves512(__m512i b) {
@@ -16,9 +24,7 @@ T512 static inline __attribute__((always_inline)) __m512i halves512(__m512i b) {
         const __m512i rebiased = _mm512_sub_epi16(mag, _mm512_set1_epi16(0x3800));
         return _mm512_or_si512(_mm512_slli_epi16(rebiased, 3), _mm512_andnot_si512(_mm512_set1_epi16(0x7FFF), b));
     }
-    __m256i lo = halves_of_bfloats(_mm512_castsi512_si256(b));
-    __m256i hi = halves_of_bfloats(_mm512_extracti64x4_epi64(b, 1));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    return halves512_rare(b);
 }
 
 /* One round over 8 registers: pairs (2i, 2i + 1) interleaved by `width` bytes within each
