@@ -218,15 +218,23 @@ def test_direct_and_staged_strips_match_numpy(dtype: np.dtype[Any], path: str) -
 @pytest.mark.parametrize("dtype", [F16, BF16, np.dtype(np.int16)], ids=str)
 def test_two_byte_blocks_match_numpy(dtype: np.dtype[Any], path: str, simd: bool) -> None:
     """Plain 2-byte copies: direct takes the AVX-512 blocks of 32 x 32 items where the CPU has
-    them (strips of 128 rows, each block's 32 output lines streamed from registers, the seams
-    gathered into a block of their own), staged the AVX2 ones, and without AVX2 the blocked
-    loops. Rows of a strip and a block more, of one block, of a few rows past a block; columns
-    of one block, of whole blocks and of a partial last one; strided and reversed input rows;
-    bfloat16 to float16 over the same shapes."""
+    them (direct tiles of 64 rows and 2 KiB straight from the input, a partial last line of
+    columns through a block of its own; each block's 32 output lines streamed from registers,
+    the seams gathered into a block of their own), staged the AVX2 ones, and without AVX2 the
+    blocked loops. Rows of a strip and a block more, of one block, of a few rows past a block,
+    of two direct tiles and a block; columns of one block, of whole blocks and of a partial
+    last one, of tiles ending in a partial line; strided and reversed input rows; bfloat16 to
+    float16 over the same shapes (its staged tiles of 128 rows)."""
     module = native._module()
     before = module.use_f16c(simd)
     try:
-        for n, m in [(128 + 32 + 5, 32 * 40 + 7), (32, 32), (37, 96), (300, 2 * PAGE // 2 + 9)]:
+        for n, m in [
+            (128 + 32 + 5, 32 * 40 + 7),
+            (32, 32),
+            (37, 96),
+            (300, 2 * PAGE // 2 + 9),
+            (2 * 64 + 32, 3 * 1024 - 5),
+        ]:
             src = _random((n, m), dtype, n * m)
             _check_placements(src, np.ascontiguousarray(src.T), _plain)
             wide = np.empty((n, m + 3), dtype)

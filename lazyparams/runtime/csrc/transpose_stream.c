@@ -18,7 +18,9 @@
  *   the input, while the next tile is prefetched row after row, a share of it after each line
  *   of columns. The reads of one tile then overlap the streamed writes of the other, as a
  *   copy's do, and no stage is written: on AMD Zen 4 a 4096 x 4096 float64 transpose takes
- *   1.05 times a copy's time against the staged strips' 1.55, float32 1.3 against 1.6.
+ *   1.05 times a copy's time against the staged strips' 1.55, float32 1.3 against 1.6. Plain
+ *   2-byte copies take such tiles too where the AVX-512 blocks of transpose512.c are taken
+ *   (64 rows of 2 KiB, each block streaming its 32 output lines from its registers).
  *
  * Arrays start 16 bytes into a cache line (numpy's allocator and the buffer pool's), so each
  * output row of a whole output begins and ends with a part of a line, the end of one row and
@@ -28,8 +30,9 @@
 
 /* Which streamed strips the plain copies of 4- and 8-byte items take: -1 by the CPU (direct on
  * AMD's, staged elsewhere, where the direct ones are not measured), 0 staged, 1 direct. Direct
- * also gives the staged tiles of 2-byte copies and of bfloat16 to float16 the AVX-512 blocks
- * of transpose512.c, where the CPU has them (by the CPU: AMD's). */
+ * also gives 2-byte copies the direct tiles by the AVX-512 blocks of transpose512.c, and the
+ * staged tiles of bfloat16 to float16 those blocks, where the CPU has them (by the CPU: AMD's).
+ */
 static int direct_path = -1;
 
 #if LP_X86
@@ -53,8 +56,9 @@ static int direct_path = -1;
 #define DIRECT_BYTES 2048
 #endif
 /* Input rows of a direct tile of plain 2-byte copies (the AVX-512 blocks of transpose512.c,
- * columns as DIRECT_BYTES): two blocks. On Zen 4 a 4096 x 4096 float16 transpose takes 1.45
- * times a copy's time so against 1.75 by the staged tiles; tiles of 32 or 128 rows take 1.77. */
+ * columns as DIRECT_BYTES): two blocks. On Zen 4 a 4096 x 4096 float16 transpose takes 1.6
+ * times a copy's time so against 1.72 by the staged tiles; tiles of 32 or 128 rows are slower
+ * (1.77 against 1.45 for 64 in one run). */
 #ifndef DIRECT2_ROWS
 #define DIRECT2_ROWS 64
 #endif
@@ -233,7 +237,8 @@ static void gather_seams(const PagePlan *p, PageTile t, char *seam, Py_ssize_t t
 }
 
 /* The strips above (staged or direct) of an (n, m) src from `src` (see lp_transpose_streamed);
- * with `wide`, the staged tiles of 2-byte items by the AVX-512 blocks. */
+ * with `wide`, the tiles of 2-byte items by the AVX-512 blocks (direct for plain copies, staged
+ * for bfloat16 to float16, where the direct ones measured slower). */
 static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
                                  const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head,
@@ -303,8 +308,8 @@ Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_s
 const char lp_transpose_path_doc[] = PyDoc_STR(
     "transpose_path(name): which streamed strips transpose2d gives plain copies of 4- and\n"
     "8-byte items: 'direct', 'staged', or 'auto' (by the CPU); 'direct' also takes the\n"
-    "AVX-512 blocks for 2-byte copies and bfloat16 to float16 where the CPU has them, 'staged'\n"
-    "the AVX2 ones; returns the previous name.");
+    "AVX-512 blocks for 2-byte copies (direct tiles) and bfloat16 to float16 (staged ones)\n"
+    "where the CPU has them, 'staged' the AVX2 ones; returns the previous name.");
 
 PyObject *lp_transpose_path(PyObject *self, PyObject *arg) {
     static const char *const names[] = {"auto", "staged", "direct"};
