@@ -1,6 +1,7 @@
 /* The `_native` module: its buffer-argument helpers, its function table and its start-up
- * (CPU feature detection). The loops live in transpose.c, transpose_stream.c, cast.c and
- * quantize.c. */
+ * (CPU feature detection). The loops live in the other csrc files: the transposes in
+ * transpose*.c, the casts in cast*.c, float8.c and lookup.c, the quantizers in quantize.c and
+ * gguf_*.c. */
 #include "native.h"
 
 int lp_has_f16c = 0;

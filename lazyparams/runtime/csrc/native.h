@@ -1,7 +1,8 @@
 /* Shared declarations of the compiled loops behind `lazyparams.runtime` (the `_native`
  * extension): buffer arguments, bit casts, the CPU features the loops may use, and the Python
- * functions each source file defines. transpose.c, transpose_stream.c, cast.c and quantize.c
- * hold the loops; module.c the buffer helpers and the module itself.
+ * functions each source file defines. The other csrc files hold the loops (transpose*.c,
+ * cast*.c, float8.c, lookup.c, quantize.c, gguf_*.c); module.c the buffer helpers and the
+ * module itself.
  *
  * Each loop fills buffers the caller allocated and runs without the GIL, so that worker
  * threads convert in parallel. `runtime/native.py` checks every argument (dtypes, shapes,
