@@ -14,6 +14,7 @@ import pytest
 
 from lazyparams.runtime import fast, native
 from tests.runtime.test_native_cast16 import LOOPS, loops
+from tests.runtime.test_native_cast_streams import _assert_same_bits, _words
 
 pytestmark = pytest.mark.skipif(
     not native.available(), reason="the compiled extension is not built (or LAZYPARAMS_NATIVE=0)"
@@ -33,18 +34,6 @@ def vector(request: pytest.FixtureRequest) -> Iterator[bool]:
     """Each test runs by the AVX-512 loops, the AVX2 ones and the portable ones."""
     with loops(request.param) as on:
         yield on
-
-
-def _words(a: np.ndarray) -> np.ndarray:
-    return a.view(f"u{a.itemsize}")
-
-
-def _assert_same_bits(got: np.ndarray, want: np.ndarray, inputs: np.ndarray) -> None:
-    bad = np.flatnonzero(_words(got) != _words(want))
-    assert bad.size == 0, (
-        f"{bad.size} differ; inputs {[hex(v) for v in _words(inputs)[bad[:4]]]}: got "
-        f"{[hex(v) for v in _words(got)[bad[:4]]]}, want {[hex(v) for v in _words(want)[bad[:4]]]}"
-    )
 
 
 def _reference(x: np.ndarray, dst: np.dtype[Any]) -> np.ndarray:

@@ -193,6 +193,17 @@ def path(request: pytest.FixtureRequest) -> Iterator[str]:
         native._module().transpose_path(before)
 
 
+def _check_plain_strided_reversed(src: np.ndarray) -> None:
+    """The plain transpose of `src` at every placement, from `src` itself, from a copy whose
+    rows are strided (a column each side), and from its rows reversed."""
+    n, m = src.shape
+    _check_placements(src, np.ascontiguousarray(src.T), _plain)
+    wide = np.empty((n, m + 3), src.dtype)
+    wide[:, 1 : m + 1] = src
+    _check_placements(wide[:, 1 : m + 1], np.ascontiguousarray(src.T), _plain)
+    _check_placements(src[::-1], np.ascontiguousarray(src[::-1].T), _plain)
+
+
 @pytest.mark.parametrize("dtype", [F32, F64, np.dtype(np.int32), np.dtype(np.uint64)], ids=str)
 def test_direct_and_staged_strips_match_numpy(dtype: np.dtype[Any], path: str) -> None:
     """Shapes around the direct tiles (128 bytes of rows, 2 KiB of columns): one strip and a
@@ -206,12 +217,7 @@ def test_direct_and_staged_strips_match_numpy(dtype: np.dtype[Any], path: str) -
         (line, 3 * tile - 1),
         (5 * rows, line + 1),
     ]:
-        src = _random((n, m), dtype, n * m)
-        _check_placements(src, np.ascontiguousarray(src.T), _plain)
-        wide = np.empty((n, m + 3), dtype)
-        wide[:, 1 : m + 1] = src
-        _check_placements(wide[:, 1 : m + 1], np.ascontiguousarray(src.T), _plain)
-        _check_placements(src[::-1], np.ascontiguousarray(src[::-1].T), _plain)
+        _check_plain_strided_reversed(_random((n, m), dtype, n * m))
 
 
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
@@ -236,11 +242,7 @@ def test_two_byte_blocks_match_numpy(dtype: np.dtype[Any], path: str, simd: bool
             (2 * 64 + 32, 3 * 1024 - 5),
         ]:
             src = _random((n, m), dtype, n * m)
-            _check_placements(src, np.ascontiguousarray(src.T), _plain)
-            wide = np.empty((n, m + 3), dtype)
-            wide[:, 1 : m + 1] = src
-            _check_placements(wide[:, 1 : m + 1], np.ascontiguousarray(src.T), _plain)
-            _check_placements(src[::-1], np.ascontiguousarray(src[::-1].T), _plain)
+            _check_plain_strided_reversed(src)
             if dtype == BF16:  # random bits, and weights (float16 normals: the fast path)
                 weights = np.random.default_rng(n).standard_normal((n, m), np.float32)
                 for x in (src, weights.astype(BF16)):

@@ -335,16 +335,11 @@ PyObject *lp_cast16(PyObject *self, PyObject *args) {
     Buf b[2];
     memset(b, 0, sizeof b);
     if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
-    int which = -1;
-    for (int i = 0; i < CAST16_KINDS; i++) {
-        if (strcmp(kind, CAST16_NAMES[i]) == 0) which = i;
-    }
-    if (which < 0) {
-        PyErr_Format(PyExc_ValueError, "expected kind bfloat16>float32, bfloat16>float16, "
-                     "float16>float32, float16>bfloat16, float16>float64, or bfloat16> or "
-                     "float16> then float8_e4m3fn or float8_e5m2, got '%s'", kind);
-        return NULL;
-    }
+    int which = lp_kind_index(kind, CAST16_NAMES, CAST16_KINDS,
+                              "bfloat16>float32, bfloat16>float16, "
+                              "float16>float32, float16>bfloat16, float16>float64, or bfloat16> or "
+                              "float16> then float8_e4m3fn or float8_e5m2");
+    if (which < 0) return NULL;
     Py_ssize_t n = lp_flat_pair(xo, oo, b, 2, which == 8 ? 8 : which >= 4 ? 1 : which % 2 ? 2 : 4);
     if (n < 0) {
         lp_release(b, 2);
@@ -370,15 +365,10 @@ PyObject *lp_cast(PyObject *self, PyObject *args) {
     memset(b, 0, sizeof b);
     if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
     static const char *const kinds[] = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"};
-    int which = -1;
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(kind, kinds[i]) == 0) which = i;
-    }
-    if (which < 0) {
-        PyErr_Format(PyExc_ValueError, "expected kind float16, bfloat16, float8_e4m3fn or "
-                     "float8_e5m2, got '%s'", kind);
-        return NULL;
-    }
+    int which = lp_kind_index(kind, kinds, 4,
+                              "float16, bfloat16, float8_e4m3fn or "
+                              "float8_e5m2");
+    if (which < 0) return NULL;
     Py_ssize_t n = lp_flat_pair(xo, oo, b, 4, which < 2 ? 2 : 1);
     if (n < 0) {
         lp_release(b, 2);

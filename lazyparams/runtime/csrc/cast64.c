@@ -284,15 +284,10 @@ PyObject *lp_cast64(PyObject *self, PyObject *args) {
     Buf b[2];
     memset(b, 0, sizeof b);
     if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
-    int which = -1;
-    for (int i = 0; i < CAST64_KINDS; i++) {
-        if (strcmp(kind, CAST64_NAMES[i]) == 0) which = i;
-    }
-    if (which < 0) {
-        PyErr_Format(PyExc_ValueError, "expected kind float64> then float16, bfloat16, "
-                     "float8_e4m3fn or float8_e5m2, got '%s'", kind);
-        return NULL;
-    }
+    int which = lp_kind_index(kind, CAST64_NAMES, CAST64_KINDS,
+                              "float64> then float16, bfloat16, "
+                              "float8_e4m3fn or float8_e5m2");
+    if (which < 0) return NULL;
     Py_ssize_t n = lp_flat_pair(xo, oo, b, 8, which < 2 ? 2 : 1);
     if (n < 0) {
         lp_release(b, 2);

@@ -416,15 +416,10 @@ PyObject *lp_cast8(PyObject *self, PyObject *args) {
     Buf b[3];
     memset(b, 0, sizeof b);
     if (!PyArg_ParseTuple(args, "sOOO", &kind, &xo, &oo, &to)) return NULL;
-    int which = -1;
-    for (int i = 0; i < 8; i++) {
-        if (strcmp(kind, kinds[i]) == 0) which = i;
-    }
-    if (which < 0) {
-        PyErr_Format(PyExc_ValueError, "expected kind float8_e4m3fn> or float8_e5m2> then "
-                     "float32, float16, bfloat16 or the other float8, got '%s'", kind);
-        return NULL;
-    }
+    int which = lp_kind_index(kind, kinds, 8,
+                              "float8_e4m3fn> or float8_e5m2> then "
+                              "float32, float16, bfloat16 or the other float8");
+    if (which < 0) return NULL;
     Py_ssize_t size = which < 2 ? 4 : which < 6 ? 2 : 1, n = lp_flat_pair(xo, oo, b, 1, size);
     if (n < 0 || lp_get_buf(to, &b[2], 0, 1, size, "table") < 0 || b[2].view.shape[0] != 256) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "expected a table of 256 codes");

@@ -65,6 +65,16 @@ void lp_release(Buf *bufs, int n) {
     }
 }
 
+/* The index of `kind` among `count` `names`; -1 with a ValueError naming what was `expected`
+ * where it is none of them. */
+int lp_kind_index(const char *kind, const char *const *names, int count, const char *expected) {
+    for (int i = 0; i < count; i++) {
+        if (strcmp(kind, names[i]) == 0) return i;
+    }
+    PyErr_Format(PyExc_ValueError, "expected kind %s, got '%s'", expected, kind);
+    return -1;
+}
+
 /* The element count of two 1-D buffers of one length (item sizes as given, any when 0), or
  * -1 with an error set. */
 Py_ssize_t lp_flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_size,

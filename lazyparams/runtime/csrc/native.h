@@ -71,6 +71,9 @@ int lp_get_contiguous(PyObject *obj, Buf *buf, int writable, Py_ssize_t want_len
 void lp_release(Buf *bufs, int n);
 Py_ssize_t lp_flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_size,
                         Py_ssize_t out_size);
+/* The index of `kind` among `count` `names`, or -1 with a ValueError "expected kind
+ * <expected>, got '<kind>'". */
+int lp_kind_index(const char *kind, const char *const *names, int count, const char *expected);
 
 static inline uint32_t f32_bits(float f) {
     uint32_t b;
