@@ -24,7 +24,7 @@ import numpy as np
 
 import lazyparams.op  # noqa: F401  (registers the ops)
 from lazyparams.block_types import BLOCK_TYPES
-from lazyparams.runtime import native, run_kernel
+from lazyparams.runtime import native, native_gguf, run_kernel
 from lazyparams.runtime.gguf_quants import DEQUANTIZE, QUANTIZE
 
 Array = np.ndarray[Any, Any]
@@ -71,7 +71,7 @@ def _paths(fn: Callable[[], Any], compiled: bool) -> dict[str, Callable[[], Any]
 
 def quantizer_row(type_name: str, x: Array, repeat: int) -> dict[str, Any]:
     copy = np.empty_like(x)
-    compiled = native.available() and type_name in native.LEGACY_TYPES
+    compiled = native.available() and type_name in native_gguf.LEGACY_TYPES
     variants = {
         "memcpy": lambda: np.copyto(copy, x),
         **_paths(lambda: QUANTIZE[type_name](x), compiled),
@@ -85,7 +85,7 @@ def dequantizer_row(type_name: str, q: Array, n: int, repeat: int) -> dict[str, 
     values = np.ones((q.shape[0], n), np.float32)
     copy = np.empty_like(values)
     attrs = {"type": type_name, "dtype": "float32"}
-    compiled = native.available() and type_name in native.LEGACY_TYPES
+    compiled = native.available() and type_name in native_gguf.LEGACY_TYPES
     variants = {
         "memcpy": lambda: np.copyto(copy, values),
         **_paths(lambda: DEQUANTIZE[type_name](q, n), compiled),

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lazyparams.errors import RuntimeExecError
-from lazyparams.runtime import native
+from lazyparams.runtime import native_gguf
 from lazyparams.runtime.gguf_ksearch import (
     F32,
     GROUP_MAX_EPS,
@@ -362,7 +362,7 @@ def _quantizer(kind: str) -> Callable[[Array], Array]:
     def quantize(x: Array) -> Array:
         blocks = _check_floats(x, kind)
         out = np.empty((x.shape[0], x.shape[1] // QK * TYPE_SIZE[kind]), np.uint8)
-        if blocks and not native.quantize_gguf_k(kind, x, out):
+        if blocks and not native_gguf.quantize_gguf_k(kind, x, out):
             _refuse_nonfinite(x, kind)
             _in_chunks(_NUMPY_QUANTIZE[kind], x.reshape(blocks, QK), out.reshape(blocks, -1))
         return out
@@ -388,7 +388,7 @@ def _dequantizer(kind: str) -> Callable[[Array, int], Array]:
             )
         q = np.ascontiguousarray(q)
         out = np.empty((q.shape[0], n), F32)
-        if out.size and not native.dequantize_gguf_k(kind, q, out):
+        if out.size and not native_gguf.dequantize_gguf_k(kind, q, out):
             _in_chunks(_NUMPY_DEQUANTIZE[kind], q.reshape(-1, size), out.reshape(-1, QK))
         return out
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from lazyparams.errors import RuntimeExecError
-from lazyparams.runtime import native
+from lazyparams.runtime import native_gguf
 
 Array = np.ndarray[Any, Any]
 QK = 32
@@ -174,7 +174,7 @@ def quantize_rows_into(type_name: str, rows: Array, out: Array, offset: int = 0)
     """Write the `type_name` bytes of the float32 rows `rows` into `out`: the compiled loop
     where it runs, else the numpy one. A NaN or infinity is refused (RuntimeExecError naming
     its flat index, counted from `offset`): ggml's reference has no meaningful bytes for it."""
-    found = native.quantize_legacy(type_name, rows, out)
+    found = native_gguf.quantize_legacy(type_name, rows, out)
     if found is None:
         finite = np.isfinite(rows)
         found = -1 if bool(finite.all()) else int(np.flatnonzero(~finite)[0]) // QK
@@ -255,7 +255,7 @@ def dequantize_rows(type_name: str, q: Array, n: int) -> Array:
     values_of, size = _BLOCK_DEQUANTIZERS[type_name]
     blocks = np.ascontiguousarray(q, np.uint8).reshape(-1, size)
     out = np.empty((q.shape[0], n), _F32)
-    if native.dequantize_legacy(type_name, blocks, out):
+    if native_gguf.dequantize_legacy(type_name, blocks, out):
         return out
     with np.errstate(over="ignore", invalid="ignore"):
         out[...] = values_of(blocks).reshape(out.shape)

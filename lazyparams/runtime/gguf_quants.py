@@ -20,7 +20,7 @@ import numpy as np
 from lazyparams.block_types import BLOCK_TYPES, BlockType
 from lazyparams.errors import RuntimeExecError
 from lazyparams.ir.dtype import to_numpy
-from lazyparams.runtime import fast, gguf_kquants, gguf_legacy, native
+from lazyparams.runtime import fast, gguf_kquants, gguf_legacy, native, native_gguf
 from lazyparams.runtime.kernels import Array, kernel
 from lazyparams.runtime.pool import BUFFERS
 
@@ -76,7 +76,7 @@ def _compiled_legacy(type_name: str, dtype: np.dtype[Any]) -> bool:
     the 16-bit floats they convert as they go)."""
     if not native.enabled() or type_name not in gguf_legacy.TYPES:
         return False
-    return native.legacy_source_kind(dtype) is not None
+    return native_gguf.legacy_source_kind(dtype) is not None
 
 
 def _refuse_non_finite(chunk: Array, first: int, type_name: str) -> None:
@@ -120,7 +120,9 @@ def dequantize_into(q: Array, type_name: str, out: Array) -> None:
     """The values of the uint8 blocks `q` of `type_name`, cast into the float array `out`."""
     block, dequantizer = BLOCK_TYPES[type_name], DEQUANTIZE[type_name]
     src, dest = np.ascontiguousarray(q).reshape(-1), out.reshape(-1)
-    if _compiled_legacy(type_name, dest.dtype) and native.dequantize_legacy(type_name, src, dest):
+    if _compiled_legacy(type_name, dest.dtype) and native_gguf.dequantize_legacy(
+        type_name, src, dest
+    ):
         return
     step = _pieces(dest.size, block)
     for first in range(0, dest.size, step):

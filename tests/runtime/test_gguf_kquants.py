@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from lazyparams.errors import RuntimeExecError
-from lazyparams.runtime import gguf_kquants, native
+from lazyparams.runtime import gguf_kquants, native, native_gguf
 
 KINDS = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
 GGML_NAME = {kind: kind[:-1] + "K" for kind in KINDS}  # q4_k -> q4_K
@@ -155,17 +155,17 @@ def test_compiled_loops_run(kind: str) -> None:
     say False for an infinity; they decline arrays they cannot take."""
     x = CASES[-1][1][:4]
     out = np.zeros((4, 4 * gguf_kquants.TYPE_SIZE[kind]), np.uint8)
-    assert native.quantize_gguf_k(kind, x, out) is True
+    assert native_gguf.quantize_gguf_k(kind, x, out) is True
     assert out.any()
     floats = np.zeros_like(x)
-    assert native.dequantize_gguf_k(kind, out, floats) is True
+    assert native_gguf.dequantize_gguf_k(kind, out, floats) is True
     assert floats.any()
     bad = x.copy()
     bad[3, 5] = np.inf
-    assert native.quantize_gguf_k(kind, bad, out) is False
-    assert native.quantize_gguf_k(kind, x[:, ::2], out[:, ::2]) is False
+    assert native_gguf.quantize_gguf_k(kind, bad, out) is False
+    assert native_gguf.quantize_gguf_k(kind, x[:, ::2], out[:, ::2]) is False
     with native.use_native(False):
-        assert native.quantize_gguf_k(kind, x, out) is False
+        assert native_gguf.quantize_gguf_k(kind, x, out) is False
 
 
 @pytest.mark.parametrize("on", PATHS)
@@ -263,10 +263,10 @@ def test_native_off_by_environment() -> None:
     """LAZYPARAMS_NATIVE=0 leaves the K-quants to numpy (the wrapper declines), same bytes."""
     code = (
         "import numpy as np\n"
-        "from lazyparams.runtime import gguf_kquants, native\n"
+        "from lazyparams.runtime import gguf_kquants, native_gguf\n"
         "x = np.linspace(-1, 1, 512, dtype=np.float32).reshape(2, 256)\n"
         "out = np.empty((2, 144), np.uint8)\n"
-        "assert native.quantize_gguf_k('q4_k', x, out) is False\n"
+        "assert native_gguf.quantize_gguf_k('q4_k', x, out) is False\n"
         "print(gguf_kquants.QUANTIZE['q4_k'](x).tobytes().hex())\n"
     )
     env = {

@@ -14,7 +14,7 @@ from gguf.quants import quantize as gguf_quantize
 
 from lazyparams.block_types import BLOCK_TYPES, QUANTIZABLE
 from lazyparams.errors import RuntimeExecError
-from lazyparams.runtime import gguf_legacy, native
+from lazyparams.runtime import gguf_legacy, native, native_gguf
 from lazyparams.runtime.gguf_quants import DEQUANTIZE, QUANTIZE
 from lazyparams.runtime.kernels import run_kernel
 from tests.runtime.ggml_oracle import require_oracle
@@ -187,7 +187,7 @@ def test_narrow_floats_convert_inside_the_compiled_loop(type_name: str, dtype: A
     x = (np.random.default_rng(7).standard_normal((3, 32 * 150)) * 4).astype(dtype)
     want = QUANTIZE[type_name](x.astype(F32))
     out = np.empty_like(want)
-    assert native.quantize_legacy(type_name, x, out) == (-1 if native.enabled() else None)
+    assert native_gguf.quantize_legacy(type_name, x, out) == (-1 if native.enabled() else None)
     for compiled in (False, True):
         with native.use_native(compiled):
             assert np.array_equal(run_kernel("quantize_gguf", [x], {"type": type_name}), want)
