@@ -2,9 +2,9 @@
 cache lines apart, a CPU with AVX2) bit for bit against numpy and ml_dtypes.
 
 A staged strip copies about a page of each of its input rows into a stage and transposes the
-stage a cache line of columns at a time into whole output runs; a direct one (plain copies of
-4- and 8-byte items) transposes tiles of 2 KiB of its rows straight from the input while it
-prefetches the next tile. The rows before the first whole line of the output, and the last rows
+stage a cache line of columns at a time into whole output runs; a direct one (plain copies,
+where the CPU is one they are tuned for) transposes tiles of 2 KiB of its rows straight from the
+input while it prefetches the next tile. The rows before the first whole line of the output, and the last rows
 short of a line, go to the blocked strips. The shapes
 here are cut around those sizes for every item size: a full strip, a strip of a few lines, rows
 left over; rows of one tile a little longer than a page and of three tiles, ending in a partial
@@ -224,9 +224,9 @@ def test_direct_and_staged_strips_match_numpy(dtype: np.dtype[Any], path: str) -
 @pytest.mark.parametrize("dtype", [F16, BF16, np.dtype(np.int16)], ids=str)
 def test_two_byte_blocks_match_numpy(dtype: np.dtype[Any], path: str, simd: bool) -> None:
     """Plain 2-byte copies: direct takes the AVX-512 blocks of 32 x 32 items where the CPU has
-    them (direct tiles of 64 rows and 2 KiB straight from the input, a partial last line of
-    columns through a block of its own; each block's 32 output lines streamed from registers,
-    the seams gathered into a block of their own), staged the AVX2 ones, and without AVX2 the
+    them (direct tiles of 64 rows and 2 KiB straight from the input, a partial first or last
+    line of columns through a block of its own; the blocks' output lines gathered into runs,
+    the seams into a block of their own), staged the AVX2 ones, and without AVX2 the
     blocked loops. Rows of a strip and a block more, of one block, of a few rows past a block,
     of two direct tiles and a block; columns of one block, of whole blocks and of a partial
     last one, of tiles ending in a partial line; strided and reversed input rows; bfloat16 to
@@ -252,8 +252,37 @@ def test_two_byte_blocks_match_numpy(dtype: np.dtype[Any], path: str, simd: bool
         module.use_f16c(before)
 
 
-def test_direct_strips_leave_conversions_and_narrow_items_to_the_stage(path: str) -> None:
-    """Converting transposes and 1-byte items take the staged strips either way (2-byte ones
+def _src_at(src: np.ndarray, offset: int) -> np.ndarray:
+    """A copy of `src` whose first element lies `offset` bytes past a cache line (rows
+    adjacent, so every row starts at its own offset within a line unless they are whole
+    lines)."""
+    n, m = src.shape
+    raw = np.empty(src.nbytes + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    placed = raw[start : start + src.nbytes].view(src.dtype).reshape(n, m)
+    placed[...] = src
+    return placed
+
+
+def test_one_byte_blocks_match_numpy(path: str) -> None:
+    """Plain 1-byte copies: direct takes the AVX-512 blocks of 64 x 64 where the CPU has them
+    (direct tiles of 256 rows and 2 KiB straight from the input, their lines of columns
+    starting on lines of the input, the columns before the first such and a partial last line
+    through blocks of their own, the runs of each line of columns streamed while the next one's
+    blocks run; the seams gathered into a block of their own), staged the AVX2 ones. Rows of a
+    tile and a block more, of one block, of a few rows past a block, of three tiles; columns
+    of one block, of tiles ending in a partial line; input rows starting at every offset
+    within a line, strided and reversed."""
+    for n, m in [(256 + 64 + 5, 2048 + 64 * 3 + 7), (64, 64), (70, 200), (3 * 256, 3 * 2048 - 5)]:
+        src = _random((n, m), np.dtype(np.uint8), n + m)
+        _check_plain_strided_reversed(src)
+        for offset in (1, 16, 48, 63):
+            placed = _src_at(src, offset)
+            _check_placements(placed, np.ascontiguousarray(src.T), _plain)
+
+
+def test_direct_strips_leave_conversions_to_the_stage(path: str) -> None:
+    """Converting transposes take the staged strips either way (plain 1- and 2-byte copies
     the AVX-512 blocks where the path is direct and the CPU has them)."""
     for dtype in (np.dtype(np.uint8), F16):
         src = _random((300, 2 * PAGE // dtype.itemsize + 9), dtype, 7)

@@ -143,20 +143,38 @@ __attribute__((target("avx2,f16c"))) static inline __m256i halves_of_bfloats(__m
 Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
                                  const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head);
-/* The AVX-512 blocks of 2-byte items (transpose512.c): a staged tile of `rows` (a multiple of
- * 32) rows `stride` apart (whole lines) against `cols` columns, streamed to dst (a line
- * boundary, its rows a whole number of lines apart); and the seams of a whole output whose rows
- * start `head` items before a line boundary (see lp_transpose_streamed), for output rows 1 to
- * m - 1, src being its row `head` and n its rows from there. With `halves` the items are
- * bfloat16, converted to float16 as they go out. */
+/* The runs of the direct tiles of the AVX-512 blocks (transpose512.c): a buffer of two halves of
+ * `half_bytes`, `half` the one the next line of columns fills; and the line of columns draining,
+ * output row r's run of `run` bytes at `from` + r * run going to `dst` + r * `ds`, `left` lines
+ * of it still to stream, the next at (`row`, `at`). */
+typedef struct {
+    char *buffer;
+    Py_ssize_t half_bytes;
+    int half;
+    const char *from;
+    char *dst;
+    Py_ssize_t ds, run, left, row, at;
+} LpRuns;
+/* The AVX-512 blocks of 1- and 2-byte items (transpose512.c). lp_tile512_2: a staged tile of
+ * 2-byte items, `rows` (a multiple of 32) rows `stride` apart (whole lines) against `cols`
+ * columns, streamed to dst (a line boundary, its rows a whole number of lines apart), bfloat16
+ * converted to float16 as they go out with `halves`. lp_direct512: a direct tile of `size`-byte
+ * items straight from the input, `rows` (a whole number of lines) rows `ss` apart against `cols`
+ * columns, its runs through `runs` (see lp_runs512_flush), after each line of columns
+ * prefetching a share of the next tile's `nrows` rows (`nbytes` of each from `next`, rows `ss`
+ * apart) into the L2 cache, so that its reads overlap this tile's writes as a copy's do.
+ * lp_runs512_flush: streams what is left of the runs draining (after the last tile).
+ * lp_seams512: the seams of a whole output whose rows start `head` items before a line
+ * boundary (see lp_transpose_streamed), for output rows 1 to m - 1, src being its row `head`
+ * and n its rows from there. */
 void lp_tile512_2(const char *stage, Py_ssize_t stride, char *dst, Py_ssize_t ds,
                   Py_ssize_t rows, Py_ssize_t cols, int halves);
-/* A direct tile of plain 2-byte copies by those blocks, straight from the input (rows a
- * multiple of 32, any columns), prefetching the next tile's rows as it goes. */
-void lp_direct512_2(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows,
-                    Py_ssize_t cols, const char *next, Py_ssize_t nrows, Py_ssize_t nbytes);
-void lp_seams512_2(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
-                   Py_ssize_t m, Py_ssize_t head, int halves);
+void lp_direct512(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows,
+                  Py_ssize_t cols, const char *next, Py_ssize_t nrows, Py_ssize_t nbytes,
+                  LpRuns *runs, Py_ssize_t size);
+void lp_runs512_flush(LpRuns *runs);
+void lp_seams512(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
+                 Py_ssize_t m, Py_ssize_t head, int halves, Py_ssize_t size);
 #endif
 
 #endif

@@ -1,7 +1,15 @@
-/* Streamed transposes of 2-byte items by AVX-512 blocks of 32 x 32 items: each block reads 64
- * bytes of 32 rows (of a staged strip, or the seams) and makes 32 whole output lines, a line
- * of each of 32 output rows, streamed straight from its registers (bfloat16 converted to
- * float16 on the way where asked): no second stage of runs. */
+/* Streamed transposes of 1- and 2-byte items by AVX-512 blocks of 64 x 64 bytes: each block reads
+ * a line (64 bytes) of each of a line's worth of rows (64 of 1-byte items, 32 of 2-byte ones; of
+ * the input itself, a staged strip, or the seams) and makes as many whole output lines, a line
+ * of each of as many output rows (bfloat16 converted to float16 on the way out where asked).
+ *
+ * Direct tiles (plain copies) gather their lines into runs, a tile's depth of each output row
+ * (256 bytes of 1-byte items, 128 of 2-byte ones; runs write faster the longer they are, single
+ * lines at a time twice as slow as runs of 256 bytes), and stream a line of the previous line
+ * of columns' runs for each line they gather: reads, register work and writes then overlap as
+ * a copy's do, where a burst of writes after each line of columns stalls the blocks behind it
+ * (1-byte transposes took 2.5 times a copy's time so, against 1.9 with the lines interleaved).
+ * benchmarks/bench_transpose_floor.py times these access patterns alone. */
 #include "transpose.h"
 
 #if LP_X86
@@ -21,52 +29,101 @@ T512 static inline __attribute__((always_inline)) __m512i halves512(__m512i b) {
     const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi16(0x7FFF));
     const __m512i off = _mm512_sub_epi16(mag, _mm512_set1_epi16(0x3880));
     if (_mm512_cmpgt_epu16_mask(off, _mm512_set1_epi16(0x0EFF)) == 0) {
-        const __m512i rebiased = _mm512_sub_epi16(mag, _mm512_set1_epi16(0x3800));
-        return _mm512_or_si512(_mm512_slli_epi16(rebiased, 3), _mm512_andnot_si512(_mm512_set1_epi16(0x7FFF), b));
+        /* shifted left by 3 the exponent's low six bits and the mantissa are in place, and
+         * subtracting 48 (the rebias of 112, modulo 64) from those six leaves the exponent
+         * (1 to 30) with a clear top bit, which then takes the sign */
+        const __m512i shifted = _mm512_sub_epi16(_mm512_slli_epi16(b, 3), _mm512_set1_epi16((short)0xC000));
+        return _mm512_ternarylogic_epi32(shifted, b, _mm512_set1_epi16((short)0x8000), 0xF8);
     }
     return halves512_rare(b);
 }
 
-/* One round over 8 registers: pairs (2i, 2i + 1) interleaved by `width` bytes within each
- * 128-bit lane, the low halves to the first four. */
-T512 static inline __attribute__((always_inline)) void round8(__m512i *r, __m512i *a, int width) {
-    for (int i = 0; i < 4; i++) {
+/* One round over `k` registers: pairs (2i, 2i + 1) interleaved by `width` bytes within each
+ * 128-bit lane, the low halves to the first k / 2. */
+T512 static inline __attribute__((always_inline)) void round512(__m512i *r, __m512i *a, int k,
+                                                               int width) {
+    for (int i = 0; i < k / 2; i++) {
         __m512i x = r[2 * i], y = r[2 * i + 1];
         switch (width) {
-        case 2: a[i] = _mm512_unpacklo_epi16(x, y); a[i + 4] = _mm512_unpackhi_epi16(x, y); break;
-        case 4: a[i] = _mm512_unpacklo_epi32(x, y); a[i + 4] = _mm512_unpackhi_epi32(x, y); break;
-        default: a[i] = _mm512_unpacklo_epi64(x, y); a[i + 4] = _mm512_unpackhi_epi64(x, y);
+        case 1: a[i] = _mm512_unpacklo_epi8(x, y); a[i + k / 2] = _mm512_unpackhi_epi8(x, y); break;
+        case 2: a[i] = _mm512_unpacklo_epi16(x, y); a[i + k / 2] = _mm512_unpackhi_epi16(x, y);
+                break;
+        case 4: a[i] = _mm512_unpacklo_epi32(x, y); a[i + k / 2] = _mm512_unpackhi_epi32(x, y);
+                break;
+        default: a[i] = _mm512_unpacklo_epi64(x, y); a[i + k / 2] = _mm512_unpackhi_epi64(x, y);
         }
     }
 }
 
-/* The block of 32 rows `ss` apart from `src` (64 bytes of each) to the first `count` of its 32
- * output lines, `ds` apart from `dst` (a line boundary), streamed or stored through the cache.
- * Each register takes 16 bytes of the same columns from rows i, i + 8, i + 16 and i + 24, one
- * per lane: three rounds within the lanes then leave each register a whole output line. */
-T512 static inline __attribute__((always_inline)) void block32(const char *src, Py_ssize_t ss,
-                                                              char *dst, Py_ssize_t ds,
-                                                              Py_ssize_t count,
-                                                              const int stream,
-                                                              const int halves) {
-    static const int order[8] = {0, 4, 2, 6, 1, 5, 3, 7};
-    for (int q = 0; q < 4; q++) {
-        __m512i r[8], a[8];
-        for (int i = 0; i < 8; i++) {
-            const char *at = src + i * ss + 16 * q;
-            __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)at));
-            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(at + 8 * ss)), 1);
-            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(at + 16 * ss)), 2);
-            r[i] = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(at + 24 * ss)), 3);
+/* The 128-bit lanes of four registers transposed: lane q of x[i] to lane i of out[q]. */
+T512 static inline __attribute__((always_inline)) void lanes4(const __m512i *x, __m512i *out) {
+    const __m512i y0 = _mm512_shuffle_i64x2(x[0], x[1], 0x44);
+    const __m512i y1 = _mm512_shuffle_i64x2(x[0], x[1], 0xEE);
+    const __m512i y2 = _mm512_shuffle_i64x2(x[2], x[3], 0x44);
+    const __m512i y3 = _mm512_shuffle_i64x2(x[2], x[3], 0xEE);
+    out[0] = _mm512_shuffle_i64x2(y0, y2, 0x88);
+    out[1] = _mm512_shuffle_i64x2(y0, y2, 0xDD);
+    out[2] = _mm512_shuffle_i64x2(y1, y3, 0x88);
+    out[3] = _mm512_shuffle_i64x2(y1, y3, 0xDD);
+}
+
+/* Streams the next line of the runs draining (see LpRuns), if any is left. */
+T512 static inline __attribute__((always_inline)) void drain_line(LpRuns *d) {
+    if (d->left == 0) return;
+    const __m512i v = _mm512_load_si512((const void *)(d->from + d->row * d->run + d->at));
+    _mm512_stream_si512((void *)(d->dst + d->row * d->ds + d->at), v);
+    d->left--;
+    d->at += 64;
+    if (d->at == d->run) d->at = 0, d->row++;
+}
+
+/* Ways a block's lines go out: streamed around the cache; stored through it (to a local buffer),
+ * draining a line of `drain` (where not NULL) for each. */
+enum { OUT_STREAM, OUT_STORE };
+
+/* The block of a line's worth of rows (64 / size, `ss` apart from `src`; 64 bytes of each) to
+ * the first `count` of its output lines, `ds` apart from `dst` (a line boundary). Each quarter of
+ * the rows (k = 16 / size, a register each) goes through the rounds within the 128-bit lanes
+ * (four for 1-byte items, three for 2-byte ones), which leave register c's lane q holding column
+ * k * q + c of those rows; the lanes of the quarters' registers c, transposed, are then whole
+ * output lines. (Loading 16 bytes of four rows into the lanes of a register instead spares that
+ * last step but takes twice as long on Zen 4.) `halves` converts streamed lines. */
+T512 static inline __attribute__((always_inline)) void block(const char *src, Py_ssize_t ss,
+                                                            char *dst, Py_ssize_t ds,
+                                                            Py_ssize_t count, const int out,
+                                                            const int halves, const int size,
+                                                            LpRuns *drain) {
+    static const int order[2][16] = {{0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15},
+                                     {0, 4, 2, 6, 1, 5, 3, 7}};
+    const int k = 16 / size;
+    __m512i quarters[16][4]; /* [c][g]: register c of quarter g */
+    for (int g = 0; g < 4; g++) {
+        __m512i r[16], a[16];
+        for (int i = 0; i < k; i++) r[i] = _mm512_loadu_si512(src + (g * k + i) * ss);
+        if (size == 1) {
+            round512(r, a, k, 1);
+            round512(a, r, k, 2);
+            round512(r, a, k, 4);
+            round512(a, r, k, 8);
+        } else {
+            round512(r, a, k, 2);
+            round512(a, r, k, 4);
+            round512(r, a, k, 8);
         }
-        round8(r, a, 2);
-        round8(a, r, 4);
-        round8(r, a, 8);
-        for (int c = 0; c < 8 && 8 * q + c < count; c++) {
-            void *to = dst + (8 * q + c) * ds;
-            const __m512i x = halves ? halves512(a[order[c]]) : a[order[c]];
-            if (stream) _mm512_stream_si512(to, x);
-            else _mm512_store_si512(to, x);
+        const __m512i *done = size == 1 ? r : a; /* an even count of rounds ends in r */
+        for (int c = 0; c < k; c++) quarters[c][g] = done[order[size - 1][c]];
+    }
+    for (int c = 0; c < k; c++) {
+        __m512i lines[4];
+        lanes4(quarters[c], lines);
+        for (int q = 0; q < 4 && k * q + c < count; q++) {
+            void *to = dst + (k * q + c) * ds;
+            if (out == OUT_STREAM) {
+                _mm512_stream_si512(to, halves ? halves512(lines[q]) : lines[q]);
+            } else {
+                _mm512_store_si512(to, lines[q]);
+                if (drain) drain_line(drain);
+            }
         }
     }
 }
@@ -81,74 +138,95 @@ T512 void lp_tile512_2(const char *stage, Py_ssize_t stride, char *dst, Py_ssize
     for (Py_ssize_t j = 0; j < cols; j += 32) {
         const Py_ssize_t count = cols - j < 32 ? cols - j : 32;
         for (Py_ssize_t b = 0; b < rows; b += 32) {
-            if (halves) {
-                block32(stage + b * stride + j * 2, stride, dst + j * ds + b * 2, ds, count, 1, 1);
-            } else {
-                block32(stage + b * stride + j * 2, stride, dst + j * ds + b * 2, ds, count, 1, 0);
-            }
+            const char *from = stage + b * stride + j * 2;
+            char *to = dst + j * ds + b * 2;
+            if (halves) block(from, stride, to, ds, count, OUT_STREAM, 1, 2, NULL);
+            else block(from, stride, to, ds, count, OUT_STREAM, 0, 2, NULL);
         }
     }
 }
 
-/* The last `count` (under 32) columns of a direct tile, by way of a block of their own: the
- * input's row ends may not be read past. */
-T512 static __attribute__((noinline)) void direct_edge(const char *src, Py_ssize_t ss, char *dst,
-                                                       Py_ssize_t ds, Py_ssize_t rows,
-                                                       Py_ssize_t count) {
-    _Alignas(64) char edge[32 * 64];
-    for (Py_ssize_t b = 0; b < rows; b += 32) {
-        for (Py_ssize_t i = 0; i < 32; i++) {
-            memcpy(edge + i * 64, src + (b + i) * ss, (size_t)(count * 2));
-        }
-        block32(edge, 64, dst + b * 2, ds, count, 1, 0);
-    }
+T512 void lp_runs512_flush(LpRuns *runs) {
+    while (runs->left) drain_line(runs);
 }
 
-/* A direct tile of 2-byte items, straight from the input: `rows` (a multiple of 32) rows `ss`
- * apart from `src` against `cols` columns, streamed to dst as lp_tile512_2 does. After each line
- * of columns a share of the next tile's `nrows` rows (`nbytes` of each from `next`, rows `ss`
- * apart) is prefetched into the L2 cache, so that its reads overlap this tile's streamed writes
- * as a copy's do. */
-T512 void lp_direct512_2(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
-                         Py_ssize_t rows, Py_ssize_t cols, const char *next, Py_ssize_t nrows,
-                         Py_ssize_t nbytes) {
-    const Py_ssize_t groups = (cols + 31) / 32;
-    Py_ssize_t fetched = 0;
+/* A direct tile (see lp_direct512) of `size`-byte items. Each line of columns goes, a block of
+ * rows after another, to the half of the runs buffer that is not draining; the rest of the
+ * draining half then goes out, and this line's runs start draining. The lines of columns start
+ * on lines of the input row `src` (the columns before the first such go first, on their own);
+ * a partial one (those, or the last) goes by way of a block of its own, as the input's row ends
+ * may not be read past. */
+T512 static inline __attribute__((always_inline)) void direct_tile(
+    const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows, Py_ssize_t cols,
+    const char *next, Py_ssize_t nrows, Py_ssize_t nbytes, LpRuns *runs, const int size) {
+    const Py_ssize_t line = 64 / size, run = rows * size;
+    /* the columns before the first that starts a line of the input: a group of their own */
+    const Py_ssize_t lead = (Py_ssize_t)((64 - (uintptr_t)src % 64) % 64) / size;
+    const Py_ssize_t groups = (lead > 0) + (cols - lead + line - 1) / line;
+    _Alignas(64) char edge[64 * 64];
+    Py_ssize_t fetched = 0, j = 0;
+    LpRuns d = *runs; /* a local copy, which the compiler can keep in registers */
     for (Py_ssize_t g = 0; g < groups; g++) {
-        const Py_ssize_t j = g * 32;
-        if (cols - j >= 32) {
-            for (Py_ssize_t b = 0; b < rows; b += 32) {
-                block32(src + b * ss + j * 2, ss, dst + j * ds + b * 2, ds, 32, 1, 0);
+        const Py_ssize_t want = g == 0 && lead > 0 ? lead : line;
+        const Py_ssize_t count = cols - j < want ? cols - j : want;
+        char *to = d.buffer + d.half * d.half_bytes;
+        for (Py_ssize_t b = 0; b < rows; b += line) {
+            const char *from = src + b * ss + j * size;
+            Py_ssize_t stride = ss;
+            if (count < line) {
+                for (Py_ssize_t i = 0; i < line; i++) {
+                    memcpy(edge + i * 64, from + i * ss, (size_t)(count * size));
+                }
+                from = edge;
+                stride = 64;
             }
-        } else {
-            direct_edge(src + j * 2, ss, dst + j * ds, ds, rows, cols - j);
+            block(from, stride, to + b * size, run, count, OUT_STORE, 0, size, &d);
         }
+        while (d.left) drain_line(&d);
+        d.from = to;
+        d.dst = dst + j * ds;
+        d.ds = ds;
+        d.run = run;
+        d.left = count * run / 64;
+        d.row = d.at = 0;
+        d.half ^= 1;
+        j += count;
         const Py_ssize_t upto = nrows * (g + 1) / groups;
         for (Py_ssize_t r = fetched; r < upto; r++) {
             for (Py_ssize_t x = 0; x < nbytes; x += 64) _mm_prefetch(next + r * ss + x, _MM_HINT_T1);
         }
         fetched = upto;
     }
+    *runs = d;
 }
 
-/* The seams of a whole output (rows adjacent, `head` items of each before a line boundary, 32
- * items to a line): for each output row j from 1, the line holding the last 32 - head items of
- * row j - 1 (the last input rows, a column behind) and the first `head` of row j (the `head`
- * rows before src), gathered 32 columns at a time into a block of lines and transposed. */
-T512 void lp_seams512_2(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
-                        Py_ssize_t m, Py_ssize_t head, int halves) {
-    const Py_ssize_t tail = 32 - head;
-    _Alignas(64) char stage[32 * 64];
-    _Alignas(64) char lines[32 * 64];
-    for (Py_ssize_t j = 0; j < m; j += 32) {
-        const Py_ssize_t count = m - j < 32 ? m - j : 32, first = j == 0;
-        for (Py_ssize_t k = 0; k < 32; k++) {
+T512 void lp_direct512(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows,
+                       Py_ssize_t cols, const char *next, Py_ssize_t nrows, Py_ssize_t nbytes,
+                       LpRuns *runs, Py_ssize_t size) {
+    if (size == 1) direct_tile(src, ss, dst, ds, rows, cols, next, nrows, nbytes, runs, 1);
+    else direct_tile(src, ss, dst, ds, rows, cols, next, nrows, nbytes, runs, 2);
+}
+
+/* The seams of a whole output (rows adjacent, `head` items of each before a line boundary, a
+ * line being 64 / size items): for each output row j from 1, the line holding the last
+ * line - head items of row j - 1 (the last input rows, a column behind) and the first `head`
+ * of row j (the `head` rows before src), gathered a line of columns at a time into a block of
+ * lines and transposed. */
+T512 void lp_seams512(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
+                      Py_ssize_t m, Py_ssize_t head, int halves, Py_ssize_t size) {
+    const Py_ssize_t line = 64 / size, tail = line - head;
+    _Alignas(64) char stage[64 * 64];
+    _Alignas(64) char lines[64 * 64];
+    for (Py_ssize_t j = 0; j < m; j += line) {
+        const Py_ssize_t count = m - j < line ? m - j : line, first = j == 0;
+        for (Py_ssize_t k = 0; k < line; k++) {
             const Py_ssize_t skip = k < tail ? first : 0; /* column -1 does not exist */
-            const char *from = k < tail ? src + (n - tail + k) * ss + (j - 1 + skip) * 2
-                                        : src + (k - 32) * ss + j * 2;
-            memcpy(stage + k * 64 + skip * 2, from, (size_t)((count - skip) * 2));
+            const char *from = k < tail ? src + (n - tail + k) * ss + (j - 1 + skip) * size
+                                        : src + (k - line) * ss + j * size;
+            memcpy(stage + k * 64 + skip * size, from, (size_t)((count - skip) * size));
         }
-        block32(stage, 64, lines, 64, 32, 0, 0);
+        if (size == 1) block(stage, 64, lines, 64, line, OUT_STORE, 0, 1, NULL);
+        else block(stage, 64, lines, 64, line, OUT_STORE, 0, 2, NULL);
         for (Py_ssize_t c = first; c < count; c++) {
             __m512i x = _mm512_load_si512((const void *)(lines + c * 64));
             if (halves) x = halves512(x);

@@ -19,8 +19,9 @@
  *   of columns. The reads of one tile then overlap the streamed writes of the other, as a
  *   copy's do, and no stage is written: on AMD Zen 4 a 4096 x 4096 float64 transpose takes
  *   1.05 times a copy's time against the staged strips' 1.55, float32 1.3 against 1.6. Plain
- *   2-byte copies take such tiles too where the AVX-512 blocks of transpose512.c are taken
- *   (64 rows of 2 KiB, each block streaming its 32 output lines from its registers).
+ *   1- and 2-byte copies take such tiles too where the AVX-512 blocks of transpose512.c are
+ *   taken (256 or 64 rows of 2 KiB, their output lines gathered into runs that stream out
+ *   while the next line of columns is transposed).
  *
  * Arrays start 16 bytes into a cache line (numpy's allocator and the buffer pool's), so each
  * output row of a whole output begins and ends with a part of a line, the end of one row and
@@ -30,9 +31,9 @@
 
 /* Which streamed strips the plain copies of 4- and 8-byte items take: -1 by the CPU (direct on
  * AMD's, staged elsewhere, where the direct ones are not measured), 0 staged, 1 direct. Direct
- * also gives 2-byte copies the direct tiles by the AVX-512 blocks of transpose512.c, and the
- * staged tiles of bfloat16 to float16 those blocks, where the CPU has them (by the CPU: AMD's).
- */
+ * also gives 1- and 2-byte copies the direct tiles by the AVX-512 blocks of transpose512.c, and
+ * the staged tiles of bfloat16 to float16 those blocks, where the CPU has them (by the CPU:
+ * AMD's). */
 static int direct_path = -1;
 
 #if LP_X86
@@ -55,10 +56,15 @@ static int direct_path = -1;
 #ifndef DIRECT_BYTES
 #define DIRECT_BYTES 2048
 #endif
-/* Input rows of a direct tile of plain 2-byte copies (the AVX-512 blocks of transpose512.c,
- * columns as DIRECT_BYTES): two blocks. On Zen 4 a 4096 x 4096 float16 transpose takes 1.6
- * times a copy's time so against 1.72 by the staged tiles; tiles of 32 or 128 rows are slower
- * (1.77 against 1.45 for 64 in one run). */
+/* Input rows of a direct tile of plain 1- or 2-byte copies (the AVX-512 blocks of
+ * transpose512.c, columns as DIRECT_BYTES). 1-byte items: 256, runs of 256 bytes to each output
+ * row (on Zen 4 a 4096 x 4096 transpose takes about 1.55-1.85 times a copy's time against 2.0-2.3
+ * by the staged strips; tiles of 128 rows or of 1 or 4 KiB rows measure slower). 2-byte items:
+ * 64 (1.35-1.55 against 1.65-1.9 for the staged tiles; 128 rows, whose runs write faster alone,
+ * measure slower with the reads). */
+#ifndef DIRECT1_ROWS
+#define DIRECT1_ROWS 256
+#endif
 #ifndef DIRECT2_ROWS
 #define DIRECT2_ROWS 64
 #endif
@@ -126,7 +132,7 @@ typedef struct {
 typedef struct {
     const char *src;
     char *dst;
-    Py_ssize_t ss, ds, n, m, size, isz, most, line, width, stride, seam_rows;
+    Py_ssize_t ss, ds, n, m, size, isz, most, line, width, stride, seam_rows, lead;
     const LpConvert *conv;
     const char *seam;
 } PagePlan;
@@ -142,7 +148,8 @@ static PageTile next_tile(const PagePlan *p, PageTile t) {
         t.rows = left >= p->most ? p->most : left / p->line * p->line;
         t.j0 = 0;
     }
-    t.cols = p->m - t.j0 < p->width ? p->m - t.j0 : p->width;
+    const Py_ssize_t width = p->width + (t.j0 == 0 ? p->lead : 0);
+    t.cols = p->m - t.j0 < width ? p->m - t.j0 : width;
     return t;
 }
 
@@ -237,8 +244,8 @@ static void gather_seams(const PagePlan *p, PageTile t, char *seam, Py_ssize_t t
 }
 
 /* The strips above (staged or direct) of an (n, m) src from `src` (see lp_transpose_streamed);
- * with `wide`, the tiles of 2-byte items by the AVX-512 blocks (direct for plain copies, staged
- * for bfloat16 to float16, where the direct ones measured slower). */
+ * with `wide`, the tiles of 1- and 2-byte items by the AVX-512 blocks (direct for plain copies,
+ * staged for bfloat16 to float16, where the direct ones measured slower). */
 static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
                                  const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head,
@@ -247,30 +254,39 @@ static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_s
     const int direct = (direct_path < 0 ? amd : direct_path) && conv->kind == LP_CONVERT_COPY &&
                        size >= 4;
     const Py_ssize_t line = 64 / size;
-    const int direct2 = wide && conv->kind == LP_CONVERT_COPY;
-    const Py_ssize_t most = direct2 ? DIRECT2_ROWS : direct ? DIRECT_RUN / size
-                                                            : STREAM_ROWS(size, amd);
+    const int direct512 = wide && conv->kind == LP_CONVERT_COPY;
+    const Py_ssize_t most = direct512 ? (size == 1 ? DIRECT1_ROWS : DIRECT2_ROWS)
+                          : direct    ? DIRECT_RUN / size
+                                      : STREAM_ROWS(size, amd);
     const Py_ssize_t width = tile_width(m, isz > size ? isz : size,
-                                        direct || direct2 ? DIRECT_BYTES : PAGE_BYTES, line);
+                                        direct || direct512 ? DIRECT_BYTES : PAGE_BYTES, line);
     PagePlan p = {src, dst, ss, ds, n, m, size, isz, most, line, width,
-                  ((width * size + 63) / 64 | 1) * 64, head ? line : 0, conv, NULL};
+                  ((width * size + 63) / 64 | 1) * 64, head ? line : 0, 0, conv, NULL};
     TileFn tile = size == 1 ? tile_1 : size == 2 ? tile_2 : size == 4 ? tile_4 : tile_8;
-    /* the runs of a line of columns, the edge of a direct tile, the stage, the seams; on lines */
-    const Py_ssize_t runs_bytes = line * (most + line) * size, edge_bytes = most * 64;
-    const Py_ssize_t stage_bytes = direct || direct2 ? 0 : most * p.stride;
+    /* the runs of a line of columns (two for the AVX-512 blocks), the edge of a direct tile, the
+     * stage, the seams; on lines */
+    const Py_ssize_t runs_bytes = direct512 ? 2 * line * most * size : line * (most + line) * size;
+    const Py_ssize_t edge_bytes = most * 64;
+    const Py_ssize_t stage_bytes = direct || direct512 ? 0 : most * p.stride;
     char *block = malloc((size_t)(runs_bytes + edge_bytes + stage_bytes + line * p.stride + 63));
     if (block == NULL) return -1;
     char *runs = block + (64 - (uintptr_t)block % 64) % 64, *edge = runs + runs_bytes;
     char *stage = edge + edge_bytes, *seam = stage + stage_bytes;
     p.seam = seam;
+    /* the direct tiles of the AVX-512 blocks start on lines of the input but the first of each
+     * strip, which takes the columns before the first line in addition (their blocks read
+     * whole lines of each row) */
+    p.lead = direct512 ? (Py_ssize_t)((64 - (uintptr_t)src % 64) % 64) / size : 0;
+    LpRuns drain = {.buffer = runs, .half_bytes = line * most * size, .half = 0, .left = 0};
     PageTile t = next_tile(&p, (PageTile){0, 0, 0, 0}), none = {0, 0, 0, 0};
-    if (direct || direct2) prefetch_rows(&p, t, 0, t.rows);
+    if (direct || direct512) prefetch_rows(&p, t, 0, t.rows);
     while (t.rows > 0) {
         PageTile next = next_tile(&p, t);
         if (head && t.r0 == 0) gather_seams(&p, t, seam, line - head);
-        if (direct2) {
-            lp_direct512_2(src + t.r0 * ss + t.j0 * 2, ss, dst + t.j0 * ds + t.r0 * 2, ds, t.rows,
-                           t.cols, src + next.r0 * ss + next.j0 * 2, next.rows, next.cols * 2);
+        if (direct512) {
+            lp_direct512(src + t.r0 * ss + t.j0 * size, ss, dst + t.j0 * ds + t.r0 * size, ds,
+                         t.rows, t.cols, src + next.r0 * ss + next.j0 * size, next.rows,
+                         next.cols * size, &drain, size);
         } else if (direct) {
             tile(&p, t, src + t.r0 * ss + t.j0 * size, ss, 1, next, runs, edge);
         } else {
@@ -285,6 +301,7 @@ static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_s
         }
         t = next;
     }
+    if (direct512) lp_runs512_flush(&drain);
     _mm_sfence();
     free(block);
     return t.r0;
@@ -293,14 +310,16 @@ static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_s
 Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
                                  const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head) {
-    /* plain 2-byte copies and bfloat16 to float16 on AMD's CPUs with AVX-512 (or any, when the
-     * path is direct) take its blocks for the staged tiles and the seams */
-    const int raw = conv->kind == LP_CONVERT_COPY || conv->kind == LP_CONVERT_BF16_F16;
-    const int wide = size == 2 && raw && lp_has_f16c &&
+    /* plain 1- and 2-byte copies and bfloat16 to float16 on AMD's CPUs with AVX-512 (or any,
+     * when the path is direct) take its blocks: for direct tiles (copies), staged ones
+     * (bfloat16 to float16), and the seams */
+    const int copy = conv->kind == LP_CONVERT_COPY;
+    const int wide = (size == 1 ? copy : size == 2 && (copy || conv->kind == LP_CONVERT_BF16_F16)) &&
+                     lp_has_f16c &&
                      __builtin_cpu_supports("avx512bw") &&
                      (direct_path < 0 ? __builtin_cpu_is("amd") : direct_path);
     const int halves = conv->kind == LP_CONVERT_BF16_F16;
-    if (wide && head) lp_seams512_2(src, ss, dst, ds, n, m, head, halves);
+    if (wide && head) lp_seams512(src, ss, dst, ds, n, m, head, halves, size);
     return streamed_pages(src, ss, dst, ds, n, m, size, conv, isz, wide ? 0 : head, wide);
 }
 #endif
@@ -308,8 +327,8 @@ Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_s
 const char lp_transpose_path_doc[] = PyDoc_STR(
     "transpose_path(name): which streamed strips transpose2d gives plain copies of 4- and\n"
     "8-byte items: 'direct', 'staged', or 'auto' (by the CPU); 'direct' also takes the\n"
-    "AVX-512 blocks for 2-byte copies (direct tiles) and bfloat16 to float16 (staged ones)\n"
-    "where the CPU has them, 'staged' the AVX2 ones; returns the previous name.");
+    "AVX-512 blocks for 1- and 2-byte copies (direct tiles) and bfloat16 to float16 (staged\n"
+    "ones) where the CPU has them, 'staged' the AVX2 ones; returns the previous name.");
 
 PyObject *lp_transpose_path(PyObject *self, PyObject *arg) {
     static const char *const names[] = {"auto", "staged", "direct"};
