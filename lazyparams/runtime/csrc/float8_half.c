@@ -43,10 +43,10 @@ AVX2 INLINE int all_normal_bfloat16(__m256i ma, __m256i mb) {
  * (`finite`) or float8_e5m2 codes they round to (half to even, as ml_dtypes does) in their
  * words, or past the largest code where they round past it (infinities and NaNs too).
  * float16 to e5m2 shares its exponent: one add rounds the mantissa, subnormals alike. The
- * others multiply the significand (its leading bit made the word's top bit) by a power of two
- * looked up from the exponent: the product's high word is the significand shifted right as
- * far as the target's spacing at that exponent needs (its subnormals shift further than its
- * normals), the low word the fraction shifted out, which decides the rounding; the target's
+ * others multiply the significand by a power of two looked up from the exponent, so that the
+ * product's bits from 15 on are the significand shifted right as far as the target's spacing
+ * at that exponent needs (its subnormals shift further than its normals): the multiply that
+ * rounds half up gives them, the low word tells the ties that go down instead; the target's
  * exponent above its smallest normal one is added on. No branch on whether a vector holds
  * subnormals: weights hold many small values, so it would be mispredicted often. */
 AVX2 INLINE __m256i float8_words(__m256i mag, const int half, const int finite) {
@@ -56,35 +56,37 @@ AVX2 INLINE __m256i float8_words(__m256i mag, const int half, const int finite) 
     if (half) step = _mm256_shuffle_epi8(HALF_STEPS, _mm256_min_epu16(e, SET16(bs - b + 1)));
     else step = _mm256_shuffle_epi8(BFLOAT_STEPS, _mm256_min_epu16(
                     _mm256_subs_epu16(e, SET16(bs - b - m - 1)), SET16(m + 2)));
-    __m256i sig = _mm256_or_si256(_mm256_slli_epi16(mag, 15 - ms), SET16(0x8000));
-    __m256i hi = _mm256_mulhi_epu16(sig, step), lo = _mm256_mullo_epi16(sig, step);
-    /* up where the fraction is past half, or half and `hi` odd: lo + odd >= 0x8001 */
-    __m256i tie = _mm256_add_epi16(_mm256_and_si256(hi, SET16(1)), SET16(0x7FFE));
-    __m256i up = _mm256_srli_epi16(_mm256_avg_epu16(lo, tie), 15);
+    /* the significand, its leading bit at bit 14 (a positive word) */
+    __m256i sig = _mm256_and_si256(_mm256_slli_epi16(mag, 14 - ms), SET16(0x3FFF));
+    sig = _mm256_or_si256(sig, SET16(0x4000));
+    /* the product's bits from 15 on, rounded half up; less one where the fraction is exactly
+     * half and they are even (the low word is 0x4000): half to even */
+    __m256i near = _mm256_mulhrs_epi16(sig, step);
+    __m256i tie = _mm256_cmpeq_epi16(_mm256_mullo_epi16(sig, step), SET16(0x4000));
     __m256i above = _mm256_slli_epi16(_mm256_subs_epu16(e, SET16(bs - b + 1)), m);
-    return _mm256_add_epi16(_mm256_add_epi16(hi, above), up);
+    return _mm256_add_epi16(_mm256_add_epi16(near, tie), above);
 }
 
-/* The codes of 32 values: the words packed to bytes (saturating what rounds past 255),
- * clamped to the largest code (e4m3fn's NaN, e5m2's infinity), e5m2's NaNs made its quiet
- * NaN; the signs packed alike from the inputs by signed saturation. The packs interleave the
- * 128-bit halves, one permute puts them back in order. */
+/* The codes of 32 values: the words packed to bytes, clamped to the largest code (e4m3fn's
+ * NaN, which signed saturation gives; e5m2's infinity), e5m2's NaNs made its quiet NaN; the
+ * signs packed alike from the inputs by signed saturation. The packs interleave the 128-bit
+ * halves, one permute puts them back in order. */
 AVX2 INLINE __m256i float8_codes(const uint16_t *x, const int half, const int finite) {
     __m256i a = _mm256_loadu_si256((const __m256i *)x);
     __m256i b = _mm256_loadu_si256((const __m256i *)(x + 16));
     __m256i ma = _mm256_and_si256(a, SET16(0x7FFF)), mb = _mm256_and_si256(b, SET16(0x7FFF));
     __m256i codes;
-    if (!half && !finite && all_normal_bfloat16(ma, mb)) {
+    if (finite) {
+        codes = _mm256_packs_epi16(float8_words(ma, half, 1), float8_words(mb, half, 1));
+    } else if (!half && all_normal_bfloat16(ma, mb)) {
         codes = _mm256_packus_epi16(normal_words(ma, 5, 112 << 7), normal_words(mb, 5, 112 << 7));
         codes = _mm256_min_epu8(codes, _mm256_set1_epi8(0x7C));
     } else {
-        codes = _mm256_packus_epi16(float8_words(ma, half, finite), float8_words(mb, half, finite));
-        codes = _mm256_min_epu8(codes, _mm256_set1_epi8(finite ? 0x7F : 0x7C));
-        if (!finite) {
-            const __m256i inf = SET16(half ? 0x7C00 : 0x7F80);
-            __m256i nan = _mm256_packs_epi16(_mm256_cmpgt_epi16(ma, inf), _mm256_cmpgt_epi16(mb, inf));
-            codes = _mm256_blendv_epi8(codes, _mm256_set1_epi8(0x7E), nan);
-        }
+        codes = _mm256_packus_epi16(float8_words(ma, half, 0), float8_words(mb, half, 0));
+        codes = _mm256_min_epu8(codes, _mm256_set1_epi8(0x7C));
+        const __m256i inf = SET16(half ? 0x7C00 : 0x7F80);
+        __m256i nan = _mm256_packs_epi16(_mm256_cmpgt_epi16(ma, inf), _mm256_cmpgt_epi16(mb, inf));
+        codes = _mm256_blendv_epi8(codes, _mm256_set1_epi8(0x7E), nan);
     }
     __m256i signs = _mm256_and_si256(_mm256_packs_epi16(a, b), _mm256_set1_epi8(-128));
     return _mm256_permute4x64_epi64(_mm256_or_si256(codes, signs), 0xD8);
