@@ -163,7 +163,8 @@ F16C INLINE Py_ssize_t from_small_run(const uint8_t *x, uint32_t *out, Py_ssize_
 
 /* float8 codes to float16 (`half`) or bfloat16, sixteen at a time, exactly (each float8 value
  * is one of theirs): e5m2 to float16 is a shift; otherwise the float32 of `small_to_f32`,
- * narrowed by the CPU's float16 conversion, or cut to its top half for bfloat16. */
+ * narrowed by the CPU's float16 conversion, or cut to its top half for bfloat16. (e4m3fn to
+ * float16 takes `e4m3_to_half_run`.) */
 F16C INLINE Py_ssize_t to_half_run(const uint8_t *x, uint16_t *out, Py_ssize_t n,
                                    const uint16_t *table, const int finite, const int half,
                                    const int stream) {
@@ -200,8 +201,46 @@ F16C INLINE Py_ssize_t to_half_run(const uint8_t *x, uint16_t *out, Py_ssize_t n
     return i;
 }
 
+/* float8_e4m3fn codes to float16, 32 at a time, in byte lanes: a normal code's exponent
+ * moves up by 8 (15 - 7) into the float16's high byte with its mantissa's top two bits, the
+ * last bit to the top of the low byte; a subnormal code's float16 (a normal one) has only a
+ * high byte, looked up by its mantissa. The input's 64-bit quarters reordered first, so that
+ * the bytes interleave into words in order. A vector holding a NaN (S.1111.111) is redone
+ * from the table. */
+AVX2 INLINE Py_ssize_t e4m3_to_half_run(const uint8_t *x, uint16_t *out, Py_ssize_t n,
+                                        const uint16_t *table, const int stream) {
+    const __m256i low7 = _mm256_set1_epi8(0x7F), sign = _mm256_set1_epi8((char)0x80);
+    const __m256i subnormal = _mm256_setr_epi8(0, 0x18, 0x1C, 0x1E, 0x20, 0x21, 0x22, 0x23, 0, 0,
+                                               0, 0, 0, 0, 0, 0, 0, 0x18, 0x1C, 0x1E, 0x20, 0x21,
+                                               0x22, 0x23, 0, 0, 0, 0, 0, 0, 0, 0);
+    Py_ssize_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        if (i % 64 == 0) _mm_prefetch((const char *)(x + i) + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+        __m256i v = _mm256_permute4x64_epi64(_mm256_loadu_si256((const __m256i *)(x + i)), 0xD8);
+        __m256i mag = _mm256_and_si256(v, low7), nan = _mm256_cmpeq_epi8(mag, low7);
+        __m256i top = _mm256_and_si256(_mm256_srli_epi16(v, 1), _mm256_set1_epi8(0x3F));
+        top = _mm256_add_epi8(top, _mm256_set1_epi8(0x20));
+        __m256i low = _mm256_and_si256(_mm256_slli_epi16(v, 7), sign);
+        __m256i sub = _mm256_cmpeq_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x78)),
+                                        _mm256_setzero_si256());
+        top = _mm256_blendv_epi8(top, _mm256_shuffle_epi8(subnormal, mag), sub);
+        top = _mm256_or_si256(top, _mm256_and_si256(v, sign));
+        low = _mm256_andnot_si256(sub, low);
+        __m256i a = _mm256_unpacklo_epi8(low, top), b = _mm256_unpackhi_epi8(low, top);
+        if (!_mm256_testz_si256(nan, nan)) {
+            uint16_t redo[32];
+            for (int q = 0; q < 32; q++) redo[q] = table[x[i + q]];
+            a = _mm256_loadu_si256((const __m256i *)redo);
+            b = _mm256_loadu_si256((const __m256i *)(redo + 16));
+        }
+        lp_put32(out + i, a, stream);
+        lp_put32(out + i + 16, b, stream);
+    }
+    return i;
+}
+
 #define TO_HALF(x, out, n, stream)                                                            \
-    (finite ? (half ? to_half_run(x, out, n, table, 1, 1, stream)                            \
+    (finite ? (half ? e4m3_to_half_run(x, out, n, table, stream)                              \
                     : to_half_run(x, out, n, table, 1, 0, stream))                           \
             : (half ? to_half_run(x, out, n, table, 0, 1, stream)                            \
                     : to_half_run(x, out, n, table, 0, 0, stream)))
