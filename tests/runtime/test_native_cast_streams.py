@@ -177,11 +177,11 @@ def test_float32_to_float16_every_top_19_bits_with_each_tie_class(f16c: bool) ->
 
 @pytest.mark.parametrize("src", [BF16, F16], ids=str)
 @pytest.mark.parametrize("dst", [E4M3, E5M2], ids=str)
-def test_16_bit_floats_to_float8_through_float32_in_registers(
+def test_16_bit_floats_to_float8_rounded_once(
     f16c: bool, src: np.dtype[Any], dst: np.dtype[Any]
 ) -> None:
-    """The extension's direct float16 and bfloat16 to float8 casts (`cast16`, widened to
-    float32 and rounded once): every code, in order and shuffled, short and past the
+    """The extension's direct float16 and bfloat16 to float8 casts (`cast16`, rounded once,
+    in 16-bit lanes or through float32): every code, in order and shuffled, short and past the
     streaming size at an unaligned start, as ml_dtypes casts them."""
     from lazyparams.runtime import _native
 
@@ -192,6 +192,57 @@ def test_16_bit_floats_to_float8_through_float32_in_registers(
         got = np.full(words.size + 1, 0x5A, np.uint8)[1:]
         _native.cast16(f"{src}>{dst}", words, got)
         _assert_same_bits(got.view(dst), _reference(words.view(src), dst), words)
+
+
+def _float8_normals(src: np.dtype[Any], dst: np.dtype[Any], n: int, seed: int) -> np.ndarray:
+    """`n` random `src` codes, either sign, whose values are normal and finite in the float8
+    `dst` (the vectors the casts' fast paths take)."""
+    rng = np.random.default_rng(seed)
+    info = ml_dtypes.finfo(dst)
+    low, high = np.log2(float(info.smallest_normal)), np.log2(float(info.max))
+    values = np.exp2(rng.uniform(low, high, n)) * rng.choice([-1.0, 1.0], n)
+    codes = _words(values.astype(src))
+    return codes[(codes & 0x7FFF) >= _words(np.array(info.smallest_normal, src))]
+
+
+@pytest.mark.parametrize("src", [BF16, F16], ids=str)
+@pytest.mark.parametrize("dst", [E4M3, E5M2], ids=str)
+def test_16_bit_floats_to_float8_every_code_among_normals(
+    f16c: bool, src: np.dtype[Any], dst: np.dtype[Any]
+) -> None:
+    """Every 16-bit code alone in a run of 32 values otherwise normal in the target (a vector
+    of the AVX2 loop, which takes a shorter path where all 32 are), at two lanes in turn."""
+    from lazyparams.runtime import _native
+
+    codes = _codes(src)
+    normals = _float8_normals(src, dst, 40 * codes.size, 21)[: 32 * codes.size]
+    for lane in (codes % 32, (codes * 7 + 3) % 32):
+        x = normals.copy()
+        x[np.arange(codes.size) * 32 + lane] = codes
+        got = np.full(x.size, 0x5A, np.uint8)
+        _native.cast16(f"{src}>{dst}", x, got)
+        _assert_same_bits(got.view(dst), _reference(x.view(src), dst), x)
+
+
+@pytest.mark.parametrize("src", [BF16, F16], ids=str)
+@pytest.mark.parametrize("dst", [E4M3, E5M2], ids=str)
+def test_16_bit_floats_to_float8_at_every_short_length_and_offset(
+    f16c: bool, src: np.dtype[Any], dst: np.dtype[Any]
+) -> None:
+    """Lengths 0 to 99 from four input offsets into an unaligned output (heads and tails
+    around the whole vectors), normal values with a subnormal, an infinity or a NaN among
+    them: ml_dtypes' bits, and nothing written past the end."""
+    from lazyparams.runtime import _native
+
+    x = _float8_normals(src, dst, 200, 4)[:160]
+    x[[5, 40, 77, 101]] = _words(np.array([1e-7, np.inf, np.nan, -1e-9], np.float32).astype(src))
+    for start in range(4):
+        for n in range(100):
+            words = x[start : start + n]
+            room = np.full(n + 2, 0x5A, np.uint8)
+            _native.cast16(f"{src}>{dst}", words, room[1 : n + 1])
+            _assert_same_bits(room[1 : n + 1].view(dst), _reference(words.view(src), dst), words)
+            assert room[0] == 0x5A and room[-1] == 0x5A, f"wrote outside {n} codes"
 
 
 @pytest.mark.parametrize("src", [E4M3, E5M2], ids=str)

@@ -281,9 +281,9 @@ static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
     lp_f32_to_float8(x, out, n, 0);
 }
 
-/* float16 or bfloat16 to a float8 format through float32, which holds every 16-bit value
- * exactly, so that it rounds once: in registers with AVX2 and F16C, else block by block
- * through a buffer that stays in the first-level cache. */
+/* float16 or bfloat16 to a float8 format, rounding once: in 16-bit lanes with AVX-512 or
+ * AVX2 (cast512.c, float8_half.c), else through float32, which holds every 16-bit value
+ * exactly, block by block in a buffer that stays in the first-level cache. */
 static void half_to_float8(const uint16_t *x, uint8_t *out, Py_ssize_t n, int bfloat,
                            int finite) {
 #if LP_X86
@@ -291,7 +291,7 @@ static void half_to_float8(const uint16_t *x, uint8_t *out, Py_ssize_t n, int bf
         lp_half_to_float8_512(x, out, n, !bfloat, finite);
         return;
     }
-    if (lp_has_f16c) {  /* in registers */
+    if (lp_has_f16c) {  /* AVX2 */
         lp_half_to_float8_f16c(x, out, n, !bfloat, finite);
         return;
     }

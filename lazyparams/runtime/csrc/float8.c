@@ -2,7 +2,7 @@
  * ml_dtypes does, back to float32 and to the 16-bit floats exactly, and between the two
  * formats; AVX2 and F16C loops where the CPU has them (large outputs streamed around the
  * cache), cast512.c's where it has AVX-512, the portable loops elsewhere and for the heads
- * and tails. */
+ * and tails; float8_half.c has the 16-bit floats' AVX2 loops. */
 #include "native.h"
 
 /* float32 to the bits of an 8-bit float with `man` mantissa bits and exponent bias `bias`,
@@ -44,7 +44,6 @@ static void to_small_portable(const uint32_t *x, uint8_t *out, Py_ssize_t n, int
 #define F16C __attribute__((target("avx2,f16c")))
 #define INLINE static inline __attribute__((always_inline))
 #define SET1 _mm256_set1_epi32
-enum { FROM_FLOAT32, FROM_BFLOAT16, FROM_FLOAT16 };
 
 /* `small_float_bits` of eight values without their signs, each in its lane as a signed number
  * that packing with signed saturation turns into the code's byte: past the largest code it
@@ -66,42 +65,25 @@ AVX2 INLINE __m256i small_lanes(__m256i b, const int man, const int bias, const 
     return r;
 }
 
-/* Thirty-two values at a time (the run, returning how many it did), from float32 or from a
- * 16-bit float (`source`) widened to float32 exactly: four vectors of lanes packed to bytes
- * with signed saturation, which for e4m3fn already makes everything past 448 its NaN (0x7F);
- * e5m2 clamps to infinity (0x7C), then turns the NaNs' 0xFF to 0x7E. The signs are packed
- * alike from the inputs themselves; the packs interleave the 128-bit halves, which one
- * permutation puts back in order. */
-
-F16C INLINE Py_ssize_t to_small_run(const void *src, uint8_t *out, Py_ssize_t n,
-                                    const int finite, const int stream, const int source) {
+/* Thirty-two values at a time (the run, returning how many it did): four vectors of lanes
+ * packed to bytes with signed saturation, which for e4m3fn already makes everything past 448
+ * its NaN (0x7F); e5m2 clamps to infinity (0x7C), then turns the NaNs' 0xFF to 0x7E. The signs
+ * are packed alike from the inputs themselves; the packs interleave the 128-bit halves, which
+ * one permutation puts back in order. (The 16-bit floats have their own loops, in 16-bit
+ * lanes: float8_half.c.) */
+AVX2 INLINE Py_ssize_t to_small_run(const uint32_t *x, uint8_t *out, Py_ssize_t n,
+                                    const int finite, const int stream) {
     const int man = finite ? 3 : 2, bias = finite ? 7 : 15;
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const Py_ssize_t size = source == FROM_FLOAT32 ? 4 : 2;
     Py_ssize_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        const char *x = (const char *)src + i * size;
-        __m256i b0, b1, b2, b3;
-        _mm_prefetch(x + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
-        if (source == FROM_FLOAT32) {
-            _mm_prefetch(x + LP_CAST_PREFETCH_BYTES + 64, _MM_HINT_T0);
-            b0 = _mm256_loadu_si256((const __m256i *)x);
-            b1 = _mm256_loadu_si256((const __m256i *)(x + 32));
-            b2 = _mm256_loadu_si256((const __m256i *)(x + 64));
-            b3 = _mm256_loadu_si256((const __m256i *)(x + 96));
-        } else if (source == FROM_FLOAT16) {  /* exact; NaNs quieted, still NaNs */
-            b0 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x)));
-            b1 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 16))));
-            b2 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 32))));
-            b3 = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 48))));
-        } else {  /* bfloat16 shifted up by interleaving: values 0-3 and 8-11 in b0, and so on */
-            __m256i v = _mm256_loadu_si256((const __m256i *)x), zero = _mm256_setzero_si256();
-            __m256i w = _mm256_loadu_si256((const __m256i *)(x + 32));
-            b0 = _mm256_unpacklo_epi16(zero, v);
-            b1 = _mm256_unpackhi_epi16(zero, v);
-            b2 = _mm256_unpacklo_epi16(zero, w);
-            b3 = _mm256_unpackhi_epi16(zero, w);
-        }
+        const char *p = (const char *)(x + i);
+        _mm_prefetch(p + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+        _mm_prefetch(p + LP_CAST_PREFETCH_BYTES + 64, _MM_HINT_T0);
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)p);
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+        __m256i b2 = _mm256_loadu_si256((const __m256i *)(p + 64));
+        __m256i b3 = _mm256_loadu_si256((const __m256i *)(p + 96));
         __m256i lo = _mm256_packs_epi32(small_lanes(b0, man, bias, finite),
                                         small_lanes(b1, man, bias, finite));
         __m256i hi = _mm256_packs_epi32(small_lanes(b2, man, bias, finite),
@@ -113,55 +95,22 @@ F16C INLINE Py_ssize_t to_small_run(const void *src, uint8_t *out, Py_ssize_t n,
         }
         __m256i signs = _mm256_packs_epi16(_mm256_packs_epi32(b0, b1), _mm256_packs_epi32(b2, b3));
         codes = _mm256_or_si256(codes, _mm256_and_si256(signs, _mm256_set1_epi8(-128)));
-        /* the interleaved bfloat16 vectors come out of the packs in 64-bit pieces */
-        codes = source == FROM_BFLOAT16 ? _mm256_permute4x64_epi64(codes, 0xD8)
-                                        : _mm256_permutevar8x32_epi32(codes, order);
-        lp_put32(out + i, codes, stream);
+        lp_put32(out + i, _mm256_permutevar8x32_epi32(codes, order), stream);
     }
     return i;
 }
 
-F16C static void to_small_avx2(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite) {
+AVX2 static void to_small_avx2(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite) {
     Py_ssize_t head = lp_stream_head(out, 1, n), i;
     if (head >= 0) {
         to_small_portable(x, out, head, finite);
-        i = head + (finite ? to_small_run(x + head, out + head, n - head, 1, 1, FROM_FLOAT32)
-                           : to_small_run(x + head, out + head, n - head, 0, 1, FROM_FLOAT32));
+        i = head + (finite ? to_small_run(x + head, out + head, n - head, 1, 1)
+                           : to_small_run(x + head, out + head, n - head, 0, 1));
         _mm_sfence();
     } else {
-        i = finite ? to_small_run(x, out, n, 1, 0, FROM_FLOAT32)
-                   : to_small_run(x, out, n, 0, 0, FROM_FLOAT32);
+        i = finite ? to_small_run(x, out, n, 1, 0) : to_small_run(x, out, n, 0, 0);
     }
     to_small_portable(x + i, out + i, n - i, finite);
-}
-
-/* The float8 of `n` 16-bit floats (`half`: float16, else bfloat16), the vectors' leftovers
- * widened one by one. */
-F16C static void half_to_small_rest(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
-                                    int finite) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t b = half ? f32_bits(_cvtsh_ss(x[i])) : (uint32_t)x[i] << 16;
-        out[i] = finite ? small_float_bits(b, 3, 7, 1) : small_float_bits(b, 2, 15, 0);
-    }
-}
-
-#define HALF_RUN(x, out, n, stream)                                                           \
-    (half ? (finite ? to_small_run(x, out, n, 1, stream, FROM_FLOAT16)                       \
-                    : to_small_run(x, out, n, 0, stream, FROM_FLOAT16))                      \
-          : (finite ? to_small_run(x, out, n, 1, stream, FROM_BFLOAT16)                      \
-                    : to_small_run(x, out, n, 0, stream, FROM_BFLOAT16)))
-
-F16C void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
-                                 int finite) {
-    Py_ssize_t head = lp_stream_head(out, 1, n), i;
-    if (head >= 0) {
-        half_to_small_rest(x, out, head, half, finite);
-        i = head + HALF_RUN(x + head, out + head, n - head, 1);
-        _mm_sfence();
-    } else {
-        i = HALF_RUN(x, out, n, 0);
-    }
-    half_to_small_rest(x + i, out + i, n - i, half, finite);
 }
 
 /* float8 codes to float32, sixteen at a time, by the CPU's float16 conversion: a code of e5m2
@@ -214,7 +163,8 @@ F16C INLINE Py_ssize_t from_small_run(const uint8_t *x, uint32_t *out, Py_ssize_
 
 /* float8 codes to float16 (`half`) or bfloat16, sixteen at a time, exactly (each float8 value
  * is one of theirs): e5m2 to float16 is a shift; otherwise the float32 of `small_to_f32`,
- * narrowed by the CPU's float16 conversion, or cut to its top half for bfloat16. */
+ * narrowed by the CPU's float16 conversion, or cut to its top half for bfloat16. (e4m3fn to
+ * float16 takes `e4m3_to_half_run`.) */
 F16C INLINE Py_ssize_t to_half_run(const uint8_t *x, uint16_t *out, Py_ssize_t n,
                                    const uint16_t *table, const int finite, const int half,
                                    const int stream) {
@@ -251,8 +201,46 @@ F16C INLINE Py_ssize_t to_half_run(const uint8_t *x, uint16_t *out, Py_ssize_t n
     return i;
 }
 
+/* float8_e4m3fn codes to float16, 32 at a time, in byte lanes: a normal code's exponent
+ * moves up by 8 (15 - 7) into the float16's high byte with its mantissa's top two bits, the
+ * last bit to the top of the low byte; a subnormal code's float16 (a normal one) has only a
+ * high byte, looked up by its mantissa. The input's 64-bit quarters reordered first, so that
+ * the bytes interleave into words in order. A vector holding a NaN (S.1111.111) is redone
+ * from the table. */
+AVX2 INLINE Py_ssize_t e4m3_to_half_run(const uint8_t *x, uint16_t *out, Py_ssize_t n,
+                                        const uint16_t *table, const int stream) {
+    const __m256i low7 = _mm256_set1_epi8(0x7F), sign = _mm256_set1_epi8((char)0x80);
+    const __m256i subnormal = _mm256_setr_epi8(0, 0x18, 0x1C, 0x1E, 0x20, 0x21, 0x22, 0x23, 0, 0,
+                                               0, 0, 0, 0, 0, 0, 0, 0x18, 0x1C, 0x1E, 0x20, 0x21,
+                                               0x22, 0x23, 0, 0, 0, 0, 0, 0, 0, 0);
+    Py_ssize_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        if (i % 64 == 0) _mm_prefetch((const char *)(x + i) + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+        __m256i v = _mm256_permute4x64_epi64(_mm256_loadu_si256((const __m256i *)(x + i)), 0xD8);
+        __m256i mag = _mm256_and_si256(v, low7), nan = _mm256_cmpeq_epi8(mag, low7);
+        __m256i top = _mm256_and_si256(_mm256_srli_epi16(v, 1), _mm256_set1_epi8(0x3F));
+        top = _mm256_add_epi8(top, _mm256_set1_epi8(0x20));
+        __m256i low = _mm256_and_si256(_mm256_slli_epi16(v, 7), sign);
+        __m256i sub = _mm256_cmpeq_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x78)),
+                                        _mm256_setzero_si256());
+        top = _mm256_blendv_epi8(top, _mm256_shuffle_epi8(subnormal, mag), sub);
+        top = _mm256_or_si256(top, _mm256_and_si256(v, sign));
+        low = _mm256_andnot_si256(sub, low);
+        __m256i a = _mm256_unpacklo_epi8(low, top), b = _mm256_unpackhi_epi8(low, top);
+        if (!_mm256_testz_si256(nan, nan)) {
+            uint16_t redo[32];
+            for (int q = 0; q < 32; q++) redo[q] = table[x[i + q]];
+            a = _mm256_loadu_si256((const __m256i *)redo);
+            b = _mm256_loadu_si256((const __m256i *)(redo + 16));
+        }
+        lp_put32(out + i, a, stream);
+        lp_put32(out + i + 16, b, stream);
+    }
+    return i;
+}
+
 #define TO_HALF(x, out, n, stream)                                                            \
-    (finite ? (half ? to_half_run(x, out, n, table, 1, 1, stream)                            \
+    (finite ? (half ? e4m3_to_half_run(x, out, n, table, stream)                              \
                     : to_half_run(x, out, n, table, 1, 0, stream))                           \
             : (half ? to_half_run(x, out, n, table, 0, 1, stream)                            \
                     : to_half_run(x, out, n, table, 0, 0, stream)))

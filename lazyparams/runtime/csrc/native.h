@@ -1,7 +1,7 @@
 /* Shared declarations of the compiled loops behind `lazyparams.runtime` (the `_native`
  * extension): buffer arguments, bit casts, the CPU features the loops may use, and the Python
  * functions each source file defines. The other csrc files hold the loops (transpose*.c,
- * cast*.c, float8.c, lookup.c, quantize.c, gguf_*.c); module.c the buffer helpers and the
+ * cast*.c, float8*.c, lookup.c, quantize.c, gguf_*.c); module.c the buffer helpers and the
  * module itself.
  *
  * Each loop fills buffers the caller allocated and runs without the GIL, so that worker
@@ -145,8 +145,8 @@ __attribute__((target("avx2"), always_inline)) static inline void lp_put16(void 
 void lp_f32_to_float8(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite);
 void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
                       const uint32_t *table);
-/* float16 (`half`) or bfloat16 to a float8, widened to float32 in registers (AVX2 and F16C
- * only). */
+/* float16 (`half`) or bfloat16 to a float8 in 16-bit lanes (float8_half.c; AVX2 only, called
+ * where lp_has_f16c). */
 void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
                             int finite);
 
