@@ -182,15 +182,19 @@ def test_streamed_bfloat16_to_float16_on_every_bit_pattern() -> None:
 # Direct strips --------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["staged", "direct"])
+@pytest.fixture(params=["staged", "direct", "direct-avx2"])
 def path(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Each kind of streamed strip for plain copies of 4- and 8-byte items, whatever the CPU
-    would pick."""
-    before = native._module().transpose_path(request.param)
+    """Each kind of streamed strip for plain copies, whatever the CPU would pick: staged,
+    direct (by the AVX-512 blocks where the CPU has them), and direct without AVX-512 (the
+    AVX2 blocks of 4- and 8-byte items, the staged strips for the others)."""
+    module = native._module()
+    before = module.transpose_path(request.param.removesuffix("-avx2"))
+    avx512 = module.use_avx512(not request.param.endswith("-avx2"))
     try:
         yield request.param
     finally:
-        native._module().transpose_path(before)
+        module.transpose_path(before)
+        module.use_avx512(avx512)
 
 
 def _check_plain_strided_reversed(src: np.ndarray) -> None:

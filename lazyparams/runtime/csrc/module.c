@@ -101,9 +101,9 @@ static PyObject *use_f16c(PyObject *self, PyObject *arg) {
     return PyBool_FromLong(before);
 }
 
-/* use_avx512(on): let the casts use their AVX-512 loops (where the CPU has AVX-512 F and BW,
- * and VBMI for the lookups, and the float16 conversions are in use) or stop at their AVX2
- * ones, so that tests on such a CPU run both; returns whether they were wanted. */
+/* use_avx512(on): let the casts and transposes use their AVX-512 loops (where the CPU has
+ * AVX-512 F and BW, and VBMI for the lookups, and the float16 conversions are in use) or stop
+ * at their AVX2 ones, so that tests on such a CPU run both; returns whether they were wanted. */
 static PyObject *use_avx512(PyObject *self, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
     if (on < 0) return NULL;
@@ -122,7 +122,7 @@ static PyMethodDef methods[] = {
     {"cast8", lp_cast8, METH_VARARGS, lp_cast8_doc},
     {"cast64", lp_cast64, METH_VARARGS, lp_cast64_doc},
     {"use_f16c", use_f16c, METH_O, "use_f16c(on): use the CPU's float16 conversions or not."},
-    {"use_avx512", use_avx512, METH_O, "use_avx512(on): use the casts' AVX-512 loops or not."},
+    {"use_avx512", use_avx512, METH_O, "use_avx512(on): use the AVX-512 loops or not."},
     {"quantize_int8", lp_quantize_int8, METH_VARARGS, lp_quantize_int8_doc},
     {"quantize_int4", lp_quantize_int4, METH_VARARGS, lp_quantize_int4_doc},
     {"quantize_legacy", lp_quantize_legacy, METH_VARARGS, lp_quantize_legacy_doc},

@@ -155,7 +155,7 @@ typedef struct {
     char *dst;
     Py_ssize_t ds, run, left, row, at;
 } LpRuns;
-/* The AVX-512 blocks of 1- and 2-byte items (transpose512.c). lp_tile512_2: a staged tile of
+/* The AVX-512 blocks (transpose512.c). lp_tile512_2: a staged tile of
  * 2-byte items, `rows` (a multiple of 32) rows `stride` apart (whole lines) against `cols`
  * columns, streamed to dst (a line boundary, its rows a whole number of lines apart), bfloat16
  * converted to float16 as they go out with `halves`. lp_direct512: a direct tile of `size`-byte

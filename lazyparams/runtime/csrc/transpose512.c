@@ -1,15 +1,19 @@
-/* Streamed transposes of 1- and 2-byte items by AVX-512 blocks of 64 x 64 bytes: each block reads
- * a line (64 bytes) of each of a line's worth of rows (64 of 1-byte items, 32 of 2-byte ones; of
- * the input itself, a staged strip, or the seams) and makes as many whole output lines, a line
- * of each of as many output rows (bfloat16 converted to float16 on the way out where asked).
+/* Streamed transposes by AVX-512 blocks of 64 x 64 bytes, each making whole output lines from a
+ * line (64 bytes) of each of a line's worth of rows (of the input itself, a staged strip, or the
+ * seams): blocks of 32 rows of 2-byte items, each register filled with a lane of four rows and
+ * streamed out as a whole output line as it is done (bfloat16 converted to float16 on the way
+ * where asked); blocks of 64 rows of 1-byte items, 16 or 8 of the wider, loaded a line at a
+ * time and rearranged across their lanes at the end (half the register work of loading lanes,
+ * where 2-byte items keep the other way: their staged tiles of bfloat16 to float16 measure a
+ * tenth faster so).
  *
- * Direct tiles (plain copies) gather their lines into runs, a tile's depth of each output row
- * (256 bytes of 1-byte items, 128 of 2-byte ones; runs write faster the longer they are, single
- * lines at a time twice as slow as runs of 256 bytes), and stream a line of the previous line
- * of columns' runs for each line they gather: reads, register work and writes then overlap as
- * a copy's do, where a burst of writes after each line of columns stalls the blocks behind it
- * (1-byte transposes took 2.5 times a copy's time so, against 1.9 with the lines interleaved).
- * benchmarks/bench_transpose_floor.py times these access patterns alone. */
+ * The direct tiles of the wider blocks gather their lines into runs, a tile's depth of each
+ * output row (256 bytes of 1-byte items, 128 of the others; runs write faster the longer they
+ * are, single lines at a time twice as slow as runs of 256 bytes), and stream a line of the
+ * previous line of columns' runs for each line they gather: reads, register work and writes then
+ * overlap as a copy's do, where a burst of writes after each line of columns stalls the blocks
+ * behind it (1-byte transposes took 2.5 times a copy's time so, against 1.9 with the lines
+ * interleaved). benchmarks/bench_transpose_floor.py times these access patterns alone. */
 #include "transpose.h"
 
 #if LP_X86
@@ -32,7 +36,8 @@ T512 static inline __attribute__((always_inline)) __m512i halves512(__m512i b) {
         /* shifted left by 3 the exponent's low six bits and the mantissa are in place, and
          * subtracting 48 (the rebias of 112, modulo 64) from those six leaves the exponent
          * (1 to 30) with a clear top bit, which then takes the sign */
-        const __m512i shifted = _mm512_sub_epi16(_mm512_slli_epi16(b, 3), _mm512_set1_epi16((short)0xC000));
+        const __m512i shifted =
+            _mm512_sub_epi16(_mm512_slli_epi16(b, 3), _mm512_set1_epi16((short)0xC000));
         return _mm512_ternarylogic_epi32(shifted, b, _mm512_set1_epi16((short)0x8000), 0xF8);
     }
     return halves512_rare(b);
@@ -77,55 +82,79 @@ T512 static inline __attribute__((always_inline)) void drain_line(LpRuns *d) {
     if (d->at == d->run) d->at = 0, d->row++;
 }
 
-/* Ways a block's lines go out: streamed around the cache; stored through it (to a local buffer),
- * draining a line of `drain` (where not NULL) for each. */
-enum { OUT_STREAM, OUT_STORE };
+/* The block of 32 rows of 2-byte items `ss` apart from `src` (64 bytes of each) to the first
+ * `count` of its 32 output lines, `ds` apart from `dst` (a line boundary), streamed or stored
+ * through the cache. Each register takes 16 bytes of the same columns from rows i, i + 8,
+ * i + 16 and i + 24, one per lane: three rounds within the lanes then leave each register a
+ * whole output line. */
+T512 static inline __attribute__((always_inline)) void block32(const char *src, Py_ssize_t ss,
+                                                              char *dst, Py_ssize_t ds,
+                                                              Py_ssize_t count,
+                                                              const int stream,
+                                                              const int halves) {
+    for (int q = 0; q < 4; q++) {
+        __m512i r[8], a[8];
+        for (int i = 0; i < 8; i++) {
+            const char *at = src + i * ss + 16 * q;
+            __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)at));
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(at + 8 * ss)), 1);
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(at + 16 * ss)), 2);
+            r[i] = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(at + 24 * ss)), 3);
+        }
+        round512(r, a, 8, 2);
+        round512(a, r, 8, 4);
+        round512(r, a, 8, 8);
+        for (int c = 0; c < 8 && 8 * q + c < count; c++) {
+            void *to = dst + (8 * q + c) * ds;
+            const __m512i x = halves ? halves512(a[REVERSED[2][c]]) : a[REVERSED[2][c]];
+            if (stream) _mm512_stream_si512(to, x);
+            else _mm512_store_si512(to, x);
+        }
+    }
+}
 
-/* The block of a line's worth of rows (64 / size, `ss` apart from `src`; 64 bytes of each) to
- * the first `count` of its output lines, `ds` apart from `dst` (a line boundary). Each quarter of
- * the rows (k = 16 / size, a register each) goes through the rounds within the 128-bit lanes
- * (four for 1-byte items, three for 2-byte ones), which leave register c's lane q holding column
- * k * q + c of those rows; the lanes of the quarters' registers c, transposed, are then whole
- * output lines. (Loading 16 bytes of four rows into the lanes of a register instead spares that
- * last step but takes twice as long on Zen 4.) `halves` converts streamed lines. */
+/* The block of a line's worth of rows of 1-, 4- or 8-byte items (64 / size, `ss` apart from
+ * `src`; 64 bytes of each) to the first `count` of its output lines, `ds` apart from `dst` (a
+ * line boundary, stored through the cache), streaming a line of `drain` (where not NULL) for
+ * each. Each quarter of the rows (k = 16 / size, a register each) goes through the rounds within
+ * the 128-bit lanes (log2 k of them), which leave register c's lane q holding column k * q + c
+ * of those rows; the lanes of the quarters' registers c, transposed, are then whole output
+ * lines. */
 T512 static inline __attribute__((always_inline)) void block(const char *src, Py_ssize_t ss,
                                                             char *dst, Py_ssize_t ds,
-                                                            Py_ssize_t count, const int out,
-                                                            const int halves, const int size,
+                                                            Py_ssize_t count, const int size,
                                                             LpRuns *drain) {
-    static const int order[2][16] = {{0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15},
-                                     {0, 4, 2, 6, 1, 5, 3, 7}};
-    const int k = 16 / size;
+    const int k = 16 / size, log = size == 8 ? 0 : size == 4 ? 1 : 3;
     __m512i quarters[16][4]; /* [c][g]: register c of quarter g */
     for (int g = 0; g < 4; g++) {
         __m512i r[16], a[16];
         for (int i = 0; i < k; i++) r[i] = _mm512_loadu_si512(src + (g * k + i) * ss);
-        if (size == 1) {
-            round512(r, a, k, 1);
-            round512(a, r, k, 2);
-            round512(r, a, k, 4);
-            round512(a, r, k, 8);
-        } else {
-            round512(r, a, k, 2);
-            round512(a, r, k, 4);
-            round512(r, a, k, 8);
+        switch (size) { /* rounds alternate between r and a: an even count ends in r */
+        case 1: round512(r, a, k, 1); round512(a, r, k, 2); round512(r, a, k, 4);
+                round512(a, r, k, 8); break;
+        case 4: round512(r, a, k, 4); round512(a, r, k, 8); break;
+        default: round512(r, a, k, 8);
         }
-        const __m512i *done = size == 1 ? r : a; /* an even count of rounds ends in r */
-        for (int c = 0; c < k; c++) quarters[c][g] = done[order[size - 1][c]];
+        const __m512i *done = size == 8 ? a : r;
+        for (int c = 0; c < k; c++) quarters[c][g] = done[REVERSED[log][c]];
     }
     for (int c = 0; c < k; c++) {
         __m512i lines[4];
         lanes4(quarters[c], lines);
         for (int q = 0; q < 4 && k * q + c < count; q++) {
-            void *to = dst + (k * q + c) * ds;
-            if (out == OUT_STREAM) {
-                _mm512_stream_si512(to, halves ? halves512(lines[q]) : lines[q]);
-            } else {
-                _mm512_store_si512(to, lines[q]);
-                if (drain) drain_line(drain);
-            }
+            _mm512_store_si512((void *)(dst + (k * q + c) * ds), lines[q]);
+            if (drain) drain_line(drain);
         }
     }
+}
+
+/* A block of `size`-byte items to lines `ds` apart at `dst` through the cache (no drain). */
+T512 static inline __attribute__((always_inline)) void block_to(const char *src, Py_ssize_t ss,
+                                                               char *dst, Py_ssize_t ds,
+                                                               Py_ssize_t count,
+                                                               const int size) {
+    if (size == 2) block32(src, ss, dst, ds, count, 0, 0);
+    else block(src, ss, dst, ds, count, size, NULL);
 }
 
 /* A staged tile of 2-byte items: `rows` (a multiple of 32) rows `stride` apart from `stage`
@@ -140,8 +169,8 @@ T512 void lp_tile512_2(const char *stage, Py_ssize_t stride, char *dst, Py_ssize
         for (Py_ssize_t b = 0; b < rows; b += 32) {
             const char *from = stage + b * stride + j * 2;
             char *to = dst + j * ds + b * 2;
-            if (halves) block(from, stride, to, ds, count, OUT_STREAM, 1, 2, NULL);
-            else block(from, stride, to, ds, count, OUT_STREAM, 0, 2, NULL);
+            if (halves) block32(from, stride, to, ds, count, 1, 1);
+            else block32(from, stride, to, ds, count, 1, 0);
         }
     }
 }
@@ -150,12 +179,13 @@ T512 void lp_runs512_flush(LpRuns *runs) {
     while (runs->left) drain_line(runs);
 }
 
-/* A direct tile (see lp_direct512) of `size`-byte items. Each line of columns goes, a block of
- * rows after another, to the half of the runs buffer that is not draining; the rest of the
- * draining half then goes out, and this line's runs start draining. The lines of columns start
- * on lines of the input row `src` (the columns before the first such go first, on their own);
- * a partial one (those, or the last) goes by way of a block of its own, as the input's row ends
- * may not be read past. */
+/* A direct tile (see lp_direct512) of `size`-byte items. Each line of columns goes a block of
+ * rows after another: for 2-byte items streamed straight to the output; for the others to the
+ * half of the runs buffer that is not draining, after which the rest of the draining half goes
+ * out and this line's runs start draining. The lines of columns start on lines of the input
+ * row `src` (the columns before the first such go first, on their own); a partial one (those,
+ * or the last) goes by way of a block of its own, as the input's row ends may not be read
+ * past. */
 T512 static inline __attribute__((always_inline)) void direct_tile(
     const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows, Py_ssize_t cols,
     const char *next, Py_ssize_t nrows, Py_ssize_t nbytes, LpRuns *runs, const int size) {
@@ -180,20 +210,25 @@ T512 static inline __attribute__((always_inline)) void direct_tile(
                 from = edge;
                 stride = 64;
             }
-            block(from, stride, to + b * size, run, count, OUT_STORE, 0, size, &d);
+            if (size == 2) block32(from, stride, dst + j * ds + b * 2, ds, count, 1, 0);
+            else block(from, stride, to + b * size, run, count, size, &d);
         }
-        while (d.left) drain_line(&d);
-        d.from = to;
-        d.dst = dst + j * ds;
-        d.ds = ds;
-        d.run = run;
-        d.left = count * run / 64;
-        d.row = d.at = 0;
-        d.half ^= 1;
+        if (size != 2) {
+            while (d.left) drain_line(&d);
+            d.from = to;
+            d.dst = dst + j * ds;
+            d.ds = ds;
+            d.run = run;
+            d.left = count * run / 64;
+            d.row = d.at = 0;
+            d.half ^= 1;
+        }
         j += count;
         const Py_ssize_t upto = nrows * (g + 1) / groups;
         for (Py_ssize_t r = fetched; r < upto; r++) {
-            for (Py_ssize_t x = 0; x < nbytes; x += 64) _mm_prefetch(next + r * ss + x, _MM_HINT_T1);
+            for (Py_ssize_t x = 0; x < nbytes; x += 64) {
+                _mm_prefetch(next + r * ss + x, _MM_HINT_T1);
+            }
         }
         fetched = upto;
     }
@@ -203,8 +238,12 @@ T512 static inline __attribute__((always_inline)) void direct_tile(
 T512 void lp_direct512(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows,
                        Py_ssize_t cols, const char *next, Py_ssize_t nrows, Py_ssize_t nbytes,
                        LpRuns *runs, Py_ssize_t size) {
-    if (size == 1) direct_tile(src, ss, dst, ds, rows, cols, next, nrows, nbytes, runs, 1);
-    else direct_tile(src, ss, dst, ds, rows, cols, next, nrows, nbytes, runs, 2);
+    switch (size) {
+    case 1: direct_tile(src, ss, dst, ds, rows, cols, next, nrows, nbytes, runs, 1); break;
+    case 2: direct_tile(src, ss, dst, ds, rows, cols, next, nrows, nbytes, runs, 2); break;
+    case 4: direct_tile(src, ss, dst, ds, rows, cols, next, nrows, nbytes, runs, 4); break;
+    default: direct_tile(src, ss, dst, ds, rows, cols, next, nrows, nbytes, runs, 8);
+    }
 }
 
 /* The seams of a whole output (rows adjacent, `head` items of each before a line boundary, a
@@ -225,8 +264,12 @@ T512 void lp_seams512(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, 
                                         : src + (k - line) * ss + j * size;
             memcpy(stage + k * 64 + skip * size, from, (size_t)((count - skip) * size));
         }
-        if (size == 1) block(stage, 64, lines, 64, line, OUT_STORE, 0, 1, NULL);
-        else block(stage, 64, lines, 64, line, OUT_STORE, 0, 2, NULL);
+        switch (size) {
+        case 1: block_to(stage, 64, lines, 64, line, 1); break;
+        case 2: block_to(stage, 64, lines, 64, line, 2); break;
+        case 4: block_to(stage, 64, lines, 64, line, 4); break;
+        default: block_to(stage, 64, lines, 64, line, 8);
+        }
         for (Py_ssize_t c = first; c < count; c++) {
             __m512i x = _mm512_load_si512((const void *)(lines + c * 64));
             if (halves) x = halves512(x);

@@ -13,15 +13,15 @@
  *   registers as the runs go out), then transposes the stage one cache line of columns at a
  *   time: the register blocks of those columns go to a small second stage whose rows are whole
  *   output runs, streamed to the output. Any conversion, any item size.
- * - direct (plain copies of 4- and 8-byte items, where the CPU is one it is tuned for): tiles
- *   small enough to stay in the L2 cache (16 or 32 rows of 2 KiB), transposed straight from
- *   the input, while the next tile is prefetched row after row, a share of it after each line
- *   of columns. The reads of one tile then overlap the streamed writes of the other, as a
- *   copy's do, and no stage is written: on AMD Zen 4 a 4096 x 4096 float64 transpose takes
- *   1.05 times a copy's time against the staged strips' 1.55, float32 1.3 against 1.6. Plain
- *   1- and 2-byte copies take such tiles too where the AVX-512 blocks of transpose512.c are
- *   taken (256 or 64 rows of 2 KiB, their output lines gathered into runs that stream out
- *   while the next line of columns is transposed).
+ * - direct (plain copies, where the CPU is one it is tuned for): tiles small enough to stay in
+ *   the L2 cache (rows of 2 KiB), transposed straight from the input, while the next tile is
+ *   prefetched row after row, a share of it after each line of columns. The reads of one tile
+ *   then overlap the streamed writes of the other, as a copy's do, and no stage is written: on
+ *   AMD Zen 4 a 4096 x 4096 float64 transpose takes 1.05 times a copy's time against the
+ *   staged strips' 1.55, float32 1.3 against 1.6, by the AVX2 blocks of 4- and 8-byte items
+ *   (16 or 32 rows). Where the CPU has AVX-512 the blocks of transpose512.c take every item
+ *   size instead (DIRECT512_ROWS), their output lines gathered into runs that stream out while
+ *   the next line of columns is transposed.
  *
  * Arrays start 16 bytes into a cache line (numpy's allocator and the buffer pool's), so each
  * output row of a whole output begins and ends with a part of a line, the end of one row and
@@ -29,11 +29,10 @@
  * seams as a line of extra rows and streams each just before its row's run. */
 #include "transpose.h"
 
-/* Which streamed strips the plain copies of 4- and 8-byte items take: -1 by the CPU (direct on
- * AMD's, staged elsewhere, where the direct ones are not measured), 0 staged, 1 direct. Direct
- * also gives 1- and 2-byte copies the direct tiles by the AVX-512 blocks of transpose512.c, and
- * the staged tiles of bfloat16 to float16 those blocks, where the CPU has them (by the CPU:
- * AMD's). */
+/* Which streamed strips the plain copies take: -1 by the CPU (direct on AMD's, staged
+ * elsewhere, where the direct ones are not measured), 0 staged, 1 direct: by the AVX-512 blocks
+ * of transpose512.c where the CPU has them (which also take the staged tiles of bfloat16 to
+ * float16), else, for 4- and 8-byte items, by the AVX2 ones. */
 static int direct_path = -1;
 
 #if LP_X86
@@ -56,18 +55,14 @@ static int direct_path = -1;
 #ifndef DIRECT_BYTES
 #define DIRECT_BYTES 2048
 #endif
-/* Input rows of a direct tile of plain 1- or 2-byte copies (the AVX-512 blocks of
- * transpose512.c, columns as DIRECT_BYTES). 1-byte items: 256, runs of 256 bytes to each output
- * row (on Zen 4 a 4096 x 4096 transpose takes about 1.55-1.85 times a copy's time against 2.0-2.3
- * by the staged strips; tiles of 128 rows or of 1 or 4 KiB rows measure slower). 2-byte items:
- * 64 (1.35-1.55 against 1.65-1.9 for the staged tiles; 128 rows, whose runs write faster alone,
- * measure slower with the reads). */
-#ifndef DIRECT1_ROWS
-#define DIRECT1_ROWS 256
-#endif
-#ifndef DIRECT2_ROWS
-#define DIRECT2_ROWS 64
-#endif
+/* Input rows of a direct tile of plain copies by the AVX-512 blocks of transpose512.c (columns
+ * as DIRECT_BYTES): runs of 256 bytes to each output row for 1-byte items, 128 for the others.
+ * On Zen 4, 4096 x 4096 transposes so take about 1.55-1.85 times a copy's time for 1-byte
+ * items (2.0-2.3 by the staged strips), 1.35-1.55 for 2-byte ones (1.65-1.9 by the staged
+ * tiles), 1.0 for 4-byte ones (1.27 by the AVX2 direct tiles); other depths measure slower
+ * (1-byte tiles of 128 rows, of 1 or 4 KiB of columns; 2-byte or 4-byte runs of 256 bytes,
+ * which write faster alone, with the reads). */
+#define DIRECT512_ROWS(SIZE) ((SIZE) == 1 ? 256 : 128 / (SIZE))
 #ifndef DIRECT_RUN
 #define DIRECT_RUN 128
 #endif
@@ -244,8 +239,8 @@ static void gather_seams(const PagePlan *p, PageTile t, char *seam, Py_ssize_t t
 }
 
 /* The strips above (staged or direct) of an (n, m) src from `src` (see lp_transpose_streamed);
- * with `wide`, the tiles of 1- and 2-byte items by the AVX-512 blocks (direct for plain copies,
- * staged for bfloat16 to float16, where the direct ones measured slower). */
+ * with `wide`, the tiles by the AVX-512 blocks (direct for plain copies, staged for bfloat16 to
+ * float16, where the direct ones measured slower). */
 static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
                                  const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head,
@@ -255,7 +250,7 @@ static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_s
                        size >= 4;
     const Py_ssize_t line = 64 / size;
     const int direct512 = wide && conv->kind == LP_CONVERT_COPY;
-    const Py_ssize_t most = direct512 ? (size == 1 ? DIRECT1_ROWS : DIRECT2_ROWS)
+    const Py_ssize_t most = direct512 ? DIRECT512_ROWS(size)
                           : direct    ? DIRECT_RUN / size
                                       : STREAM_ROWS(size, amd);
     const Py_ssize_t width = tile_width(m, isz > size ? isz : size,
@@ -310,14 +305,12 @@ static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_s
 Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
                                  Py_ssize_t n, Py_ssize_t m, Py_ssize_t size,
                                  const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head) {
-    /* plain 1- and 2-byte copies and bfloat16 to float16 on AMD's CPUs with AVX-512 (or any,
-     * when the path is direct) take its blocks: for direct tiles (copies), staged ones
-     * (bfloat16 to float16), and the seams */
+    /* plain copies and bfloat16 to float16 on AMD's CPUs with AVX-512 (or any, when the path
+     * is direct) take its blocks: for direct tiles (copies), staged ones (bfloat16 to
+     * float16), and the seams */
     const int copy = conv->kind == LP_CONVERT_COPY;
-    const int wide = (size == 1 ? copy : size == 2 && (copy || conv->kind == LP_CONVERT_BF16_F16)) &&
-                     lp_has_f16c &&
-                     __builtin_cpu_supports("avx512bw") &&
-                     (direct_path < 0 ? __builtin_cpu_is("amd") : direct_path);
+    const int wide = (copy || (size == 2 && conv->kind == LP_CONVERT_BF16_F16)) &&
+                     lp_has_avx512 && (direct_path < 0 ? __builtin_cpu_is("amd") : direct_path);
     const int halves = conv->kind == LP_CONVERT_BF16_F16;
     if (wide && head) lp_seams512(src, ss, dst, ds, n, m, head, halves, size);
     return streamed_pages(src, ss, dst, ds, n, m, size, conv, isz, wide ? 0 : head, wide);
@@ -325,10 +318,10 @@ Py_ssize_t lp_transpose_streamed(const char *src, Py_ssize_t ss, char *dst, Py_s
 #endif
 
 const char lp_transpose_path_doc[] = PyDoc_STR(
-    "transpose_path(name): which streamed strips transpose2d gives plain copies of 4- and\n"
-    "8-byte items: 'direct', 'staged', or 'auto' (by the CPU); 'direct' also takes the\n"
-    "AVX-512 blocks for 1- and 2-byte copies (direct tiles) and bfloat16 to float16 (staged\n"
-    "ones) where the CPU has them, 'staged' the AVX2 ones; returns the previous name.");
+    "transpose_path(name): which streamed strips transpose2d gives plain copies: 'direct',\n"
+    "'staged', or 'auto' (by the CPU); 'direct' takes the AVX-512 blocks where the CPU has\n"
+    "them (also for bfloat16 to float16, in staged tiles), else the AVX2 ones for 4- and\n"
+    "8-byte items; 'staged' the AVX2 ones; returns the previous name.");
 
 PyObject *lp_transpose_path(PyObject *self, PyObject *arg) {
     static const char *const names[] = {"auto", "staged", "direct"};
