@@ -427,3 +427,21 @@ def test_arguments_without_the_buffer_asked_for_are_named(
     protocol's error, of its type, names the argument."""
     with pytest.raises(error, match=rf"^expected {culprit} as a .*buffer \("):
         getattr(native._module(), name)(*arguments())
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+def test_array_subclasses_are_flattened_as_plain_arrays() -> None:
+    """np.matrix keeps two dimensions through reshape(-1): the wrappers flattened it so and
+    the extension's rank check leaked out of fast.cast and the legacy quantizer as a
+    ValueError; they now run on its plain ndarray view."""
+    x = np.matrix(np.arange(-3, 3, dtype=F32).reshape(2, 3) / 7)
+    out = np.empty((2, 3), F16)
+    assert native.cast(x, out)
+    assert np.array_equal(out.view(np.uint16), np.asarray(x).astype(F16).view(np.uint16))
+    from lazyparams.runtime import native_gguf
+
+    rows, blocks = np.matrix(np.ones((2, 64), F32)), np.zeros((2, 36), np.uint8)
+    assert native_gguf.quantize_legacy("q4_0", rows, blocks) == -1
+    want = np.zeros_like(blocks)
+    assert native_gguf.quantize_legacy("q4_0", np.asarray(rows), want) == -1
+    assert np.array_equal(blocks, want)
