@@ -445,3 +445,19 @@ def test_array_subclasses_are_flattened_as_plain_arrays() -> None:
     want = np.zeros_like(blocks)
     assert native_gguf.quantize_legacy("q4_0", np.asarray(rows), want) == -1
     assert np.array_equal(blocks, want)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_an_empty_transpose_of_many_rows_returns_at_once(large: bool) -> None:
+    """An (n, 0) src holds no bytes whatever n is, but the strips stepped over all its rows:
+    10**10 of them took over a second, 10**12 minutes. Bad arguments are still refused."""
+    import time
+
+    n = 10**12
+    src, dst = np.empty((n, 0), np.uint16), np.empty((0, n), np.uint16)
+    start = time.perf_counter()
+    native._module().transpose2d(src, dst, large)
+    native._module().transpose2d(dst, src, large)
+    assert time.perf_counter() - start < 0.5
+    with pytest.raises(ValueError, match="conversion kind"):
+        native._module().transpose2d(src, dst, large, "float16")
