@@ -91,6 +91,12 @@ def _words(x: Array) -> Array:
     return x.view(_WORD[x.itemsize])
 
 
+def _flat(x: Array) -> Array:
+    """The elements of the C-contiguous `x` as a 1-D view: a plain ndarray first, since
+    subclasses such as np.matrix keep two dimensions through reshape(-1)."""
+    return np.asarray(x).reshape(-1)
+
+
 def _flat_pair(x: Array, out: Array) -> bool:
     """Same-shaped, contiguous, aligned, separate arrays, the output writable."""
     contiguous = x.flags.c_contiguous and out.flags.c_contiguous
@@ -150,7 +156,7 @@ def cast(x: Array, out: Array) -> bool:
     if found is None:
         return False
     kind, table = found
-    flat_x, flat_out = _words(x.reshape(-1)), _words(out.reshape(-1))
+    flat_x, flat_out = _words(_flat(x)), _words(_flat(out))
     if kind in CAST64_KINDS:
         _module().cast64(kind, flat_x, flat_out)
     elif kind in CAST16_KINDS:

@@ -15,6 +15,7 @@ from lazyparams.runtime.native import (
     F32,
     Array,
     _cast16_agrees,
+    _flat,
     _module,
     _words,
     enabled,
@@ -39,8 +40,8 @@ def quantize_legacy(type_name: str, rows: Array, out: Array) -> int | None:
         return None
     if np.may_share_memory(rows, out) or rows.ndim != 2 or out.shape[0] != rows.shape[0]:
         return None
-    flat = rows.reshape(-1) if kind == "" else _words(rows.reshape(-1))
-    found: int = _module().quantize_legacy(type_name, flat, out.reshape(-1), kind)
+    flat = _flat(rows) if kind == "" else _words(_flat(rows))
+    found: int = _module().quantize_legacy(type_name, flat, _flat(out), kind)
     return found
 
 
@@ -68,7 +69,7 @@ def dequantize_legacy(type_name: str, q: Array, out: Array) -> bool:
         return False
     if np.may_share_memory(q, out):
         return False
-    done: bool = _module().dequantize_legacy(type_name, q.reshape(-1), out.reshape(-1))
+    done: bool = _module().dequantize_legacy(type_name, _flat(q), _flat(out))
     return done
 
 

@@ -246,15 +246,23 @@ static int kind_of(const char *name, Kind *kind) {
     return -1;
 }
 
-/* The float32 and block buffers of a call (C-contiguous, whole super-blocks, of matching
- * sizes) and their number of super-blocks, or -1 with an error set. */
+/* The float32 and block buffers of a call (C-contiguous, float32 items and bytes, whole
+ * super-blocks, of matching sizes) and their number of super-blocks, or -1 with an error
+ * set: a buffer of other items (float64, say) would be read as bits of other values. */
 static Py_ssize_t get_pair(PyObject *fo, PyObject *qo, int quantizing, Kind kind, Buf *b) {
     int fflags = PyBUF_C_CONTIGUOUS | (quantizing ? 0 : PyBUF_WRITABLE);
     int qflags = PyBUF_C_CONTIGUOUS | (quantizing ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(fo, &b[0].view, fflags) < 0) return -1;
-    b[0].held = 1;
-    if (PyObject_GetBuffer(qo, &b[1].view, qflags) < 0) return -1;
-    b[1].held = 1;
+    const char *fname = quantizing ? "x" : "out", *qname = quantizing ? "out" : "q";
+    if (lp_get_view(fo, &b[0], fflags, fname) < 0 || lp_get_view(qo, &b[1], qflags, qname) < 0) {
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (b[i].view.itemsize != (i ? 1 : 4)) {
+            PyErr_Format(PyExc_ValueError, "expected %s of %d-byte items, got %zd-byte items",
+                         i ? qname : fname, i ? 1 : 4, b[i].view.itemsize);
+            return -1;
+        }
+    }
     Py_ssize_t nb = b[0].view.len / (4 * QK);
     if (b[0].view.len % (4 * QK) || b[1].view.len != nb * type_size(kind)) {
         PyErr_SetString(PyExc_ValueError, "expected float32 super-blocks and their blocks");

@@ -344,7 +344,7 @@ PyObject *lp_quantize_legacy(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "expected x of a whole number of 32-value blocks");
         return NULL;
     }
-    if (lp_get_contiguous(oo, &b[1], 1, n / QK * size, "out") < 0) {
+    if (lp_get_contiguous(oo, &b[1], 1, n / QK * size, 1, "out") < 0) {
         lp_release(b, 2);
         return NULL;
     }
@@ -381,7 +381,7 @@ PyObject *lp_dequantize_legacy(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "expected q of whole blocks");
         return NULL;
     }
-    if (lp_get_contiguous(oo, &b[1], 1, bytes / size * QK * 4, "out") < 0) {
+    if (lp_get_contiguous(oo, &b[1], 1, bytes / size * QK * 4, 4, "out") < 0) {
         lp_release(b, 2);
         return NULL;
     }

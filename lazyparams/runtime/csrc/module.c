@@ -16,23 +16,49 @@ static void set_avx512(void) {
     lp_has_vbmi = lp_has_avx512 && cpu_has_vbmi;
 }
 
-/* `obj`'s buffer of rank `ndim` and item size `itemsize` (any when 0), rows possibly strided
- * but elements within a row adjacent. */
-int lp_get_buf(PyObject *obj, Buf *buf, int writable, int ndim, Py_ssize_t itemsize,
-               const char *what) {
-    int flags = PyBUF_STRIDES | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, &buf->view, flags) < 0) return -1;
-    buf->held = 1;
-    if (buf->view.ndim != ndim) {
-        PyErr_Format(PyExc_ValueError, "expected %s of rank %d, got rank %d", what, ndim,
-                     buf->view.ndim);
-        return -1;
+/* `obj`'s buffer by the buffer protocol's `flags`; where it has none such (not a buffer,
+ * read-only, not contiguous), the protocol's error, of its type, says which argument. */
+int lp_get_view(PyObject *obj, Buf *buf, int flags, const char *what) {
+    if (PyObject_GetBuffer(obj, &buf->view, flags) == 0) {
+        buf->held = 1;
+        return 0;
     }
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    PyErr_NormalizeException(&type, &value, &trace);
+    const char *writable = flags & PyBUF_WRITABLE ? "writable " : "";
+    const char *contiguous = (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS ? "C-contiguous "
+                                                                                : "";
+    PyErr_Format(type != NULL ? type : PyExc_TypeError, "expected %s as a %s%sbuffer (%S)", what,
+                 writable, contiguous, value != NULL ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(trace);
+    return -1;
+}
+
+/* A ValueError unless `buf`'s items are of `itemsize` bytes (any when 0). */
+static int check_itemsize(const Buf *buf, Py_ssize_t itemsize, const char *what) {
     if (itemsize && buf->view.itemsize != itemsize) {
         PyErr_Format(PyExc_ValueError, "expected %s of %zd-byte items, got %zd-byte items", what,
                      itemsize, buf->view.itemsize);
         return -1;
     }
+    return 0;
+}
+
+/* `obj`'s buffer of rank `ndim` and item size `itemsize` (any when 0), rows possibly strided
+ * but elements within a row adjacent. */
+int lp_get_buf(PyObject *obj, Buf *buf, int writable, int ndim, Py_ssize_t itemsize,
+               const char *what) {
+    int flags = PyBUF_STRIDES | (writable ? PyBUF_WRITABLE : 0);
+    if (lp_get_view(obj, buf, flags, what) < 0) return -1;
+    if (buf->view.ndim != ndim) {
+        PyErr_Format(PyExc_ValueError, "expected %s of rank %d, got rank %d", what, ndim,
+                     buf->view.ndim);
+        return -1;
+    }
+    if (check_itemsize(buf, itemsize, what) < 0) return -1;
     if (ndim > 0 && buf->view.shape[ndim - 1] > 1 &&
         buf->view.strides[ndim - 1] != buf->view.itemsize) {
         PyErr_Format(PyExc_ValueError, "expected %s with adjacent elements in its last axis",
@@ -42,12 +68,14 @@ int lp_get_buf(PyObject *obj, Buf *buf, int writable, int ndim, Py_ssize_t items
     return 0;
 }
 
-/* `obj`'s C-contiguous buffer, of exactly `want_len` bytes. */
+/* `obj`'s C-contiguous buffer of items of `itemsize` bytes (any when 0), of exactly
+ * `want_len` bytes. */
 int lp_get_contiguous(PyObject *obj, Buf *buf, int writable, Py_ssize_t want_len,
-                      const char *what) {
+                      Py_ssize_t itemsize, const char *what) {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, &buf->view, flags) < 0) return -1;
-    buf->held = 1;
+    if (lp_get_view(obj, buf, flags, what) < 0 || check_itemsize(buf, itemsize, what) < 0) {
+        return -1;
+    }
     if (buf->view.len != want_len) {
         PyErr_Format(PyExc_ValueError, "expected %s of %zd bytes, got %zd", what, want_len,
                      buf->view.len);

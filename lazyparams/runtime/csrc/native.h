@@ -64,10 +64,14 @@ typedef struct {
     int held;
 } Buf;
 
+/* The buffer arguments, or -1 with an error naming the argument `what`: any buffer by
+ * `flags`; one of rank `ndim` and items of `itemsize` bytes (any when 0) whose last axis is
+ * contiguous; a C-contiguous one of `want_len` bytes. */
+int lp_get_view(PyObject *obj, Buf *buf, int flags, const char *what);
 int lp_get_buf(PyObject *obj, Buf *buf, int writable, int ndim, Py_ssize_t itemsize,
                const char *what);
 int lp_get_contiguous(PyObject *obj, Buf *buf, int writable, Py_ssize_t want_len,
-                      const char *what);
+                      Py_ssize_t itemsize, const char *what);
 void lp_release(Buf *bufs, int n);
 Py_ssize_t lp_flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_size,
                         Py_ssize_t out_size);

@@ -278,7 +278,7 @@ static int get_source(PyObject *xo, const char *format, PyObject *to, Py_ssize_t
                      "and a size that fits, got %s", format);
         return -1;
     }
-    if (lp_get_contiguous(xo, &b[0], 0, count * size, "x") < 0) return -1;
+    if (lp_get_contiguous(xo, &b[0], 0, count * size, size, "x") < 0) return -1;
     src->base = b[0].view.buf;
     src->kind = kind;
     src->table = NULL;
@@ -324,8 +324,8 @@ PyObject *lp_quantize_int8(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (get_source(xo, format, to, total, b, &src) < 0 ||
-        lp_get_contiguous(qo, &b[2], 1, total, "q") < 0 ||
-        lp_get_contiguous(so, &b[3], 1, channels * 4, "scale") < 0) {
+        lp_get_contiguous(qo, &b[2], 1, total, 1, "q") < 0 ||
+        lp_get_contiguous(so, &b[3], 1, channels * 4, 4, "scale") < 0) {
         lp_release(b, 4);
         return NULL;
     }
@@ -369,8 +369,8 @@ PyObject *lp_quantize_int4(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (get_source(xo, format, to, total, b, &src) < 0 ||
-        lp_get_contiguous(po, &b[2], 1, total / 2, "packed") < 0 ||
-        lp_get_contiguous(so, &b[3], 1, n * (k / group) * 4, "scale") < 0) {
+        lp_get_contiguous(po, &b[2], 1, total / 2, 1, "packed") < 0 ||
+        lp_get_contiguous(so, &b[3], 1, n * (k / group) * 4, 4, "scale") < 0) {
         lp_release(b, 4);
         return NULL;
     }
