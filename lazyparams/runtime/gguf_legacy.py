@@ -163,8 +163,16 @@ _BLOCK_QUANTIZERS: dict[str, tuple[Callable[[Array], Array], int]] = {
 
 
 def quantize_rows(type_name: str, x: Array) -> Array:
-    """The `type_name` bytes (rows, n / 32 * type size) of the float32 rows `x`."""
-    rows = np.ascontiguousarray(x, _F32)
+    """The `type_name` bytes (rows, n / 32 * type size) of the float32 rows `x` (n a multiple
+    of 32; RuntimeExecError for anything else, as the k-quants' QUANTIZE)."""
+    if not isinstance(x, np.ndarray) or x.dtype != _F32 or x.ndim != 2:
+        got = f"{x.dtype} of rank {x.ndim}" if isinstance(x, np.ndarray) else type(x).__name__
+        raise RuntimeExecError(f"{type_name} quantization expects float32 rows (rank 2), got {got}")
+    if x.shape[1] % QK:
+        raise RuntimeExecError(
+            f"{type_name} quantization expects rows of a multiple of {QK} values, got {x.shape[1]}"
+        )
+    rows = np.ascontiguousarray(x)
     out = np.empty((rows.shape[0], rows.shape[1] // QK * _BLOCK_QUANTIZERS[type_name][1]), np.uint8)
     quantize_rows_into(type_name, rows, out)
     return out
@@ -251,9 +259,18 @@ _BLOCK_DEQUANTIZERS: dict[str, tuple[Callable[[Array], Array], int]] = {
 
 
 def dequantize_rows(type_name: str, q: Array, n: int) -> Array:
-    """The float32 rows (rows, n) the `type_name` bytes `q` (rows, n / 32 * size) stand for."""
+    """The float32 rows (rows, n) the `type_name` bytes `q` (uint8 rows, n / 32 * size) stand
+    for (RuntimeExecError for anything else, as the k-quants' DEQUANTIZE)."""
     values_of, size = _BLOCK_DEQUANTIZERS[type_name]
-    blocks = np.ascontiguousarray(q, np.uint8).reshape(-1, size)
+    if not isinstance(q, np.ndarray) or q.dtype != np.uint8 or q.ndim != 2 or n % QK:
+        raise RuntimeExecError(
+            f"{type_name} dequantization expects uint8 rows and n a multiple of {QK}"
+        )
+    if q.shape[1] != n // QK * size:
+        raise RuntimeExecError(
+            f"{type_name} rows of {n} values take {n // QK * size} bytes, got {q.shape[1]}"
+        )
+    blocks = np.ascontiguousarray(q).reshape(-1, size)
     out = np.empty((q.shape[0], n), _F32)
     if native_gguf.dequantize_legacy(type_name, blocks, out):
         return out

@@ -232,6 +232,34 @@ def test_kernel_refuses_bad_operands() -> None:
         run_kernel("quantize_gguf", [np.zeros((1, 256), F32)], {"type": "iq2_xs"})
 
 
+@pytest.mark.parametrize("type_name", LEGACY)
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "native"])
+def test_legacy_quantizers_called_directly_refuse_what_they_cannot_encode(
+    type_name: str, compiled: bool
+) -> None:
+    """As the k-quants' QUANTIZE and DEQUANTIZE: rows of a partial block (which would lose
+    their values), other dtypes or ranks; bytes that are not uint8, or not the blocks of n."""
+    size = BLOCK_TYPES[type_name].type_size
+    with native.use_native(compiled):
+        for x, match in [
+            (np.ones((2, 16), F32), "multiple of 32 values, got 16"),
+            (np.ones((2, 48), F32), "multiple of 32 values, got 48"),
+            (np.ones((2, 32), np.float64), "float32 rows \\(rank 2\\), got float64 of rank 2"),
+            (np.ones(64, F32), "float32 rows \\(rank 2\\), got float32 of rank 1"),
+            ([[1.0] * 32], "got list"),
+        ]:
+            with pytest.raises(RuntimeExecError, match=match):
+                QUANTIZE[type_name](x)  # type: ignore[arg-type]
+        for q, n, match in [
+            (np.zeros((2, size), F32), 32, "expects uint8 rows"),
+            (np.zeros((2, 27), np.uint8), 48, "expects uint8 rows and n a multiple of 32"),
+            (np.zeros((2, size + 1), np.uint8), 32, f"take {size} bytes, got {size + 1}"),
+            (np.zeros(size, np.uint8), 32, "expects uint8 rows"),
+        ]:
+            with pytest.raises(RuntimeExecError, match=match):
+                DEQUANTIZE[type_name](q, n)
+
+
 @pytest.mark.skipif(not native.available(), reason="the compiled extension is not built")
 def test_the_compiled_legacy_loop_refuses_bad_kinds_and_item_sizes() -> None:
     """Called directly: a kind other than the 16-bit casts to float32, or items of another size
