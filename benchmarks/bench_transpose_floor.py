@@ -4,11 +4,10 @@ A transpose reads tiles of input rows and writes a run of the tile's depth to ev
 `transpose_floor.c` times those access patterns alone (no arithmetic) on a 4096 x 4096 matrix of
 bytes, each against memcpy of the same 16 MiB, best of N. The runs each output row gets must be
 long (256 bytes: 256 rows of 1-byte items, 128 of 2-byte ones) for the writes to go at the speed
-of sequential ones, and the reads must be long within each row for the hardware prefetchers to
-follow them: a tile of both is 1 MiB for 1-byte items, which the cache nearest to the core
-(1 MiB of L2 on AMD Zen 4, 2 MiB on Intel's recent servers) cannot hold next to the tile being
-prefetched. The table shows what each compromise costs before any register block runs. Needs
-an x86-64 C compiler (`cc`); prints a markdown table.
+of sequential ones, and the reads long within each row for the hardware prefetchers to follow
+them; the table shows what each shape of tile costs before any register block runs, and what
+reading and writing them in one pass does (the floor a transpose's register work adds to).
+Needs an x86-64 C compiler (`cc`); prints a markdown table.
 
     python benchmarks/bench_transpose_floor.py --repeat 9
 """

@@ -65,26 +65,35 @@ static __m128i read_line(const char *at, __m128i acc) {
     return _mm_xor_si128(acc, _mm_loadu_si128((const __m128i *)(at + 48)));
 }
 
+/* The rows of the tile after the one at (r0, j0) (tiles of `depth` rows by `width` bytes, row
+ * after row of tiles) from `fetched` up to the share of it due after line of columns g of the
+ * `groups`, prefetched into the L2 cache row after row; returns the rows fetched so far. */
+static size_t prefetch_next(const char *src, size_t r0, size_t j0, int depth, int width,
+                            size_t g, size_t groups, size_t fetched) {
+    size_t nr0 = r0, nj0 = j0 + (size_t)width;
+    if (nj0 >= N) nj0 = 0, nr0 += (size_t)depth;
+    const char *next = src + nr0 * N + nj0;
+    size_t upto = nr0 < N ? (size_t)depth * (g + 1) / groups : 0;
+    for (; fetched < upto; fetched++) {
+        for (int x = 0; x < width; x += 64) {
+            _mm_prefetch(next + fetched * N + (size_t)x, _MM_HINT_T1);
+        }
+    }
+    return fetched;
+}
+
 /* Tiles of `depth` rows by `width` bytes, a line of columns at a time down the rows. */
 static __m128i read_tiles(const char *src, int depth, int width, int prefetch) {
     __m128i acc = _mm_setzero_si128();
     const size_t groups = (size_t)width / 64;
     for (size_t r0 = 0; r0 < N; r0 += (size_t)depth) {
         for (size_t j0 = 0; j0 < N; j0 += (size_t)width) {
-            size_t nr0 = r0, nj0 = j0 + (size_t)width;
-            if (nj0 >= N) nj0 = 0, nr0 += (size_t)depth;
-            const char *next = src + nr0 * N + nj0;
             size_t fetched = 0;
             for (size_t g = 0; g < groups; g++) {
                 for (size_t i = 0; i < (size_t)depth; i++) {
                     acc = read_line(src + (r0 + i) * N + j0 + g * 64, acc);
                 }
-                size_t upto = prefetch && nr0 < N ? (size_t)depth * (g + 1) / groups : 0;
-                for (; fetched < upto; fetched++) {
-                    for (int x = 0; x < width; x += 64) {
-                        _mm_prefetch(next + fetched * N + (size_t)x, _MM_HINT_T1);
-                    }
-                }
+                if (prefetch) fetched = prefetch_next(src, r0, j0, depth, width, g, groups, fetched);
             }
         }
     }
@@ -98,31 +107,19 @@ static void move_tiles(const char *src, char *dst, int depth, int width) {
     const size_t groups = (size_t)width / 64, per = (size_t)depth / 64;
     for (size_t r0 = 0; r0 < N; r0 += (size_t)depth) {
         for (size_t j0 = 0; j0 < N; j0 += (size_t)width) {
-            size_t nr0 = r0, nj0 = j0 + (size_t)width;
-            if (nj0 >= N) nj0 = 0, nr0 += (size_t)depth;
-            const char *next = src + nr0 * N + nj0;
             size_t fetched = 0;
             for (size_t g = 0; g < groups; g++) {
                 for (size_t c = 0; c < 64; c++) {
                     char *row = dst + (j0 + g * 64 + c) * N + r0;
                     for (size_t x = 0; x < per; x++) {
                         const char *at = src + (r0 + x * 64 + c) * N + j0 + g * 64;
-                        __m128i a = _mm_loadu_si128((const __m128i *)at);
-                        __m128i b = _mm_loadu_si128((const __m128i *)(at + 16));
-                        __m128i e = _mm_loadu_si128((const __m128i *)(at + 32));
-                        __m128i f = _mm_loadu_si128((const __m128i *)(at + 48));
-                        _mm_stream_si128((__m128i *)(row + x * 64), a);
-                        _mm_stream_si128((__m128i *)(row + x * 64 + 16), b);
-                        _mm_stream_si128((__m128i *)(row + x * 64 + 32), e);
-                        _mm_stream_si128((__m128i *)(row + x * 64 + 48), f);
+                        for (int k = 0; k < 64; k += 16) {
+                            __m128i v = _mm_loadu_si128((const __m128i *)(at + k));
+                            _mm_stream_si128((__m128i *)(row + x * 64 + (size_t)k), v);
+                        }
                     }
                 }
-                size_t upto = nr0 < N ? (size_t)depth * (g + 1) / groups : 0;
-                for (; fetched < upto; fetched++) {
-                    for (int x = 0; x < width; x += 64) {
-                        _mm_prefetch(next + fetched * N + (size_t)x, _MM_HINT_T1);
-                    }
-                }
+                fetched = prefetch_next(src, r0, j0, depth, width, g, groups, fetched);
             }
         }
     }

@@ -4,7 +4,8 @@ the bytes of ggml's reference quantizers and dequantizers that read them, bit fo
 `QUANTIZE[type](x)` takes float32 rows (rows, n), n a multiple of 256, and returns uint8 rows of
 ggml's block_qK_K structs; `DEQUANTIZE[type](q, n)` turns them back into float32 (rows, n). The
 compiled loops (runtime/native.py) do the work where built; the numpy code here gives the same
-bits. Infinities and NaNs are refused. Imports numpy and runtime.native / runtime.gguf_ksearch.
+bits. Infinities and NaNs are refused. Imports numpy and runtime.native / runtime.gguf_ksearch /
+runtime.gguf_rows.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from lazyparams.runtime.gguf_ksearch import (
     seqsum,
     wrap8,
 )
+from lazyparams.runtime.gguf_rows import check_block_rows, check_float_rows
 
 Array = np.ndarray[Any, Any]
 QK = 256
@@ -322,13 +324,7 @@ _NUMPY_DEQUANTIZE: dict[str, Callable[[Array], Array]] = {
 def _check_floats(x: Array, kind: str) -> int:
     """The number of super-blocks of the rows `x` after checking them (float32, 2-D,
     C-contiguous, rows of whole super-blocks, finite)."""
-    if not isinstance(x, np.ndarray) or x.dtype != F32 or x.ndim != 2:
-        got = f"{x.dtype} of rank {x.ndim}" if isinstance(x, np.ndarray) else type(x).__name__
-        raise RuntimeExecError(f"{kind} quantization expects float32 rows (rank 2), got {got}")
-    if x.shape[1] % QK:
-        raise RuntimeExecError(
-            f"{kind} quantization expects rows of a multiple of {QK} values, got {x.shape[1]}"
-        )
+    check_float_rows(x, kind, QK)
     if not x.flags.c_contiguous:
         raise RuntimeExecError(f"{kind} quantization expects C-contiguous rows")
     return x.size // QK
@@ -378,14 +374,7 @@ def _dequantizer(kind: str) -> Callable[[Array, int], Array]:
 
     def dequantize(q: Array, n: int) -> Array:
         size = TYPE_SIZE[kind]
-        if not isinstance(q, np.ndarray) or q.dtype != np.uint8 or q.ndim != 2 or n % QK:
-            raise RuntimeExecError(
-                f"{kind} dequantization expects uint8 rows and n a multiple of {QK}"
-            )
-        if q.shape[1] != n // QK * size:
-            raise RuntimeExecError(
-                f"{kind} rows of {n} values take {n // QK * size} bytes, got {q.shape[1]}"
-            )
+        check_block_rows(q, n, kind, QK, size)
         q = np.ascontiguousarray(q)
         out = np.empty((q.shape[0], n), F32)
         if out.size and not native_gguf.dequantize_gguf_k(kind, q, out):

@@ -7,7 +7,7 @@ even, and C's float to integer conversion as x86 does it (truncation; NaN, infin
 values out of int32 range give 0x80000000, whose low byte is 0): that case arises for finite
 input, where a block's scale is so small that 1 / d overflows. NaN and infinities are refused
 with an error naming their position. The compiled loops of `runtime.native` run where built;
-these numpy loops give the same bits. Imports numpy and `runtime.native`.
+these numpy loops give the same bits. Imports numpy, `runtime.native` and `runtime.gguf_rows`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 
 from lazyparams.errors import RuntimeExecError
 from lazyparams.runtime import native_gguf
+from lazyparams.runtime.gguf_rows import check_block_rows, check_float_rows
 
 Array = np.ndarray[Any, Any]
 QK = 32
@@ -165,13 +166,7 @@ _BLOCK_QUANTIZERS: dict[str, tuple[Callable[[Array], Array], int]] = {
 def quantize_rows(type_name: str, x: Array) -> Array:
     """The `type_name` bytes (rows, n / 32 * type size) of the float32 rows `x` (n a multiple
     of 32; RuntimeExecError for anything else, as the k-quants' QUANTIZE)."""
-    if not isinstance(x, np.ndarray) or x.dtype != _F32 or x.ndim != 2:
-        got = f"{x.dtype} of rank {x.ndim}" if isinstance(x, np.ndarray) else type(x).__name__
-        raise RuntimeExecError(f"{type_name} quantization expects float32 rows (rank 2), got {got}")
-    if x.shape[1] % QK:
-        raise RuntimeExecError(
-            f"{type_name} quantization expects rows of a multiple of {QK} values, got {x.shape[1]}"
-        )
+    check_float_rows(x, type_name, QK)
     rows = np.ascontiguousarray(x)
     out = np.empty((rows.shape[0], rows.shape[1] // QK * _BLOCK_QUANTIZERS[type_name][1]), np.uint8)
     quantize_rows_into(type_name, rows, out)
@@ -262,14 +257,7 @@ def dequantize_rows(type_name: str, q: Array, n: int) -> Array:
     """The float32 rows (rows, n) the `type_name` bytes `q` (uint8 rows, n / 32 * size) stand
     for (RuntimeExecError for anything else, as the k-quants' DEQUANTIZE)."""
     values_of, size = _BLOCK_DEQUANTIZERS[type_name]
-    if not isinstance(q, np.ndarray) or q.dtype != np.uint8 or q.ndim != 2 or n % QK:
-        raise RuntimeExecError(
-            f"{type_name} dequantization expects uint8 rows and n a multiple of {QK}"
-        )
-    if q.shape[1] != n // QK * size:
-        raise RuntimeExecError(
-            f"{type_name} rows of {n} values take {n // QK * size} bytes, got {q.shape[1]}"
-        )
+    check_block_rows(q, n, type_name, QK, size)
     blocks = np.ascontiguousarray(q).reshape(-1, size)
     out = np.empty((q.shape[0], n), _F32)
     if native_gguf.dequantize_legacy(type_name, blocks, out):
