@@ -57,11 +57,11 @@ static int direct_path = -1;
 #endif
 /* Input rows of a direct tile of plain copies by the AVX-512 blocks of transpose512.c (columns
  * as DIRECT_BYTES): runs of 256 bytes to each output row for 1-byte items, 128 for the others.
- * On Zen 4, 4096 x 4096 transposes so take about 1.55-1.85 times a copy's time for 1-byte
- * items (2.0-2.3 by the staged strips), 1.35-1.55 for 2-byte ones (1.65-1.9 by the staged
- * tiles), 1.0 for 4-byte ones (1.27 by the AVX2 direct tiles); other depths measure slower
- * (1-byte tiles of 128 rows, of 1 or 4 KiB of columns; 2-byte or 4-byte runs of 256 bytes,
- * which write faster alone, with the reads). */
+ * On Zen 4, 4096 x 4096 transposes so take 1.5-2.2 times a copy's time for 1-byte items (by
+ * the output buffer's pages; 1.7-2.2 by the staged strips), about 1.6 for 2-byte ones (1.7 by
+ * the staged tiles), 1.05-1.2 for 4-byte ones (1.2-1.5 by the AVX2 direct tiles); other depths
+ * measure slower (1-byte tiles of 128 rows, of 1 or 4 KiB of columns; 2-byte or 4-byte runs of
+ * 256 bytes, which write faster alone, with the reads). */
 #define DIRECT512_ROWS(SIZE) ((SIZE) == 1 ? 256 : 128 / (SIZE))
 #ifndef DIRECT_RUN
 #define DIRECT_RUN 128
