@@ -330,21 +330,16 @@ const char lp_cast16_doc[] = PyDoc_STR(
              "'float8_e4m3fn' or 'float8_e5m2' (uint8 out), or 'float16>float64' (uint64 out).");
 
 PyObject *lp_cast16(PyObject *self, PyObject *args) {
-    const char *kind;
-    PyObject *xo, *oo;
+    static const Py_ssize_t out_sizes[CAST16_KINDS] = {4, 2, 4, 2, 1, 1, 1, 1, 8};
+    static const LpCastKinds kinds = {
+        CAST16_NAMES, CAST16_KINDS,
+        "bfloat16>float32, bfloat16>float16, float16>float32, float16>bfloat16, "
+        "float16>float64, or bfloat16> or float16> then float8_e4m3fn or float8_e5m2",
+        2, out_sizes};
     Buf b[2];
-    memset(b, 0, sizeof b);
-    if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
-    int which = lp_kind_index(kind, CAST16_NAMES, CAST16_KINDS,
-                              "bfloat16>float32, bfloat16>float16, "
-                              "float16>float32, float16>bfloat16, float16>float64, or bfloat16> or "
-                              "float16> then float8_e4m3fn or float8_e5m2");
+    Py_ssize_t n;
+    int which = lp_cast_args(args, &kinds, b, &n);
     if (which < 0) return NULL;
-    Py_ssize_t n = lp_flat_pair(xo, oo, b, 2, which == 8 ? 8 : which >= 4 ? 1 : which % 2 ? 2 : 4);
-    if (n < 0) {
-        lp_release(b, 2);
-        return NULL;
-    }
     const uint16_t *x = b[0].view.buf;
     void *out = b[1].view.buf;
     Py_BEGIN_ALLOW_THREADS
@@ -359,21 +354,14 @@ const char lp_cast_doc[] = PyDoc_STR(
              "'float16' or 'bfloat16' (uint16 out), 'float8_e4m3fn' or 'float8_e5m2' (uint8).");
 
 PyObject *lp_cast(PyObject *self, PyObject *args) {
-    const char *kind;
-    PyObject *xo, *oo;
+    static const char *const names[] = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"};
+    static const Py_ssize_t out_sizes[] = {2, 2, 1, 1};
+    static const LpCastKinds kinds = {
+        names, 4, "float16, bfloat16, float8_e4m3fn or float8_e5m2", 4, out_sizes};
     Buf b[2];
-    memset(b, 0, sizeof b);
-    if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
-    static const char *const kinds[] = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"};
-    int which = lp_kind_index(kind, kinds, 4,
-                              "float16, bfloat16, float8_e4m3fn or "
-                              "float8_e5m2");
+    Py_ssize_t n;
+    int which = lp_cast_args(args, &kinds, b, &n);
     if (which < 0) return NULL;
-    Py_ssize_t n = lp_flat_pair(xo, oo, b, 4, which < 2 ? 2 : 1);
-    if (n < 0) {
-        lp_release(b, 2);
-        return NULL;
-    }
     const uint32_t *x = b[0].view.buf;
     void *out = b[1].view.buf;
     Py_BEGIN_ALLOW_THREADS

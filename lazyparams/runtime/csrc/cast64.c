@@ -279,20 +279,14 @@ const char lp_cast64_doc[] = PyDoc_STR(
              "'float8_e5m2' (uint8 out).");
 
 PyObject *lp_cast64(PyObject *self, PyObject *args) {
-    const char *kind;
-    PyObject *xo, *oo;
+    static const Py_ssize_t out_sizes[CAST64_KINDS] = {2, 2, 1, 1};
+    static const LpCastKinds kinds = {
+        CAST64_NAMES, CAST64_KINDS,
+        "float64> then float16, bfloat16, float8_e4m3fn or float8_e5m2", 8, out_sizes};
     Buf b[2];
-    memset(b, 0, sizeof b);
-    if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return NULL;
-    int which = lp_kind_index(kind, CAST64_NAMES, CAST64_KINDS,
-                              "float64> then float16, bfloat16, "
-                              "float8_e4m3fn or float8_e5m2");
+    Py_ssize_t n;
+    int which = lp_cast_args(args, &kinds, b, &n);
     if (which < 0) return NULL;
-    Py_ssize_t n = lp_flat_pair(xo, oo, b, 8, which < 2 ? 2 : 1);
-    if (n < 0) {
-        lp_release(b, 2);
-        return NULL;
-    }
     const uint64_t *x = b[0].view.buf;
     void *out = b[1].view.buf;
     Py_BEGIN_ALLOW_THREADS

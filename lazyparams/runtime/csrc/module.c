@@ -118,6 +118,21 @@ Py_ssize_t lp_flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_size,
     return b[0].view.shape[0];
 }
 
+int lp_cast_args(PyObject *args, const LpCastKinds *kinds, Buf *b, Py_ssize_t *n) {
+    const char *kind;
+    PyObject *xo, *oo;
+    memset(b, 0, 2 * sizeof *b);
+    if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return -1;
+    int which = lp_kind_index(kind, kinds->names, kinds->count, kinds->expected);
+    if (which < 0) return -1;
+    *n = lp_flat_pair(xo, oo, b, kinds->in_size, kinds->out_sizes[which]);
+    if (*n < 0) {
+        lp_release(b, 2);
+        return -1;
+    }
+    return which;
+}
+
 /* use_f16c(on): let the loops use the CPU's float16 conversions (where it has them) or only
  * the portable loops, for tests of both; returns whether they were in use. */
 static PyObject *use_f16c(PyObject *self, PyObject *arg) {

@@ -78,6 +78,19 @@ Py_ssize_t lp_flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_size,
 /* The index of `kind` among `count` `names`, or -1 with a ValueError "expected kind
  * <expected>, got '<kind>'". */
 int lp_kind_index(const char *kind, const char *const *names, int count, const char *expected);
+/* A family of casts `f(kind, x, out)`: its kinds' names, what an unknown kind's error says was
+ * expected, the input's item size and each kind's output item size. */
+typedef struct {
+    const char *const *names;
+    int count;
+    const char *expected;
+    Py_ssize_t in_size;
+    const Py_ssize_t *out_sizes;
+} LpCastKinds;
+/* Parses a cast's (kind, x, out): returns the kind's index among `kinds`, x and out held in
+ * b[0] and b[1] (1-D, one length, their item sizes the kind's) and that length in *n; or -1
+ * with an error set and nothing held. */
+int lp_cast_args(PyObject *args, const LpCastKinds *kinds, Buf *b, Py_ssize_t *n);
 
 static inline uint32_t f32_bits(float f) {
     uint32_t b;
