@@ -179,6 +179,32 @@ T512 void lp_runs512_flush(LpRuns *runs) {
     while (runs->left) drain_line(runs);
 }
 
+/* Streams what is left of the runs draining, then starts draining the `count` output rows'
+ * runs of `run` bytes at `from`, to dst's rows `ds` apart. */
+T512 static inline __attribute__((always_inline)) void start_drain(LpRuns *d, const char *from,
+                                                                  char *dst, Py_ssize_t ds,
+                                                                  Py_ssize_t run,
+                                                                  Py_ssize_t count) {
+    while (d->left) drain_line(d);
+    d->from = from;
+    d->dst = dst;
+    d->ds = ds;
+    d->run = run;
+    d->left = count * run / 64;
+    d->row = d->at = 0;
+    d->half ^= 1;
+}
+
+/* Prefetches rows [from, to) of the next tile (`nbytes` of each from `next`, rows `ss` apart)
+ * into the L2 cache; returns `to`. */
+T512 static inline __attribute__((always_inline)) Py_ssize_t
+prefetch_share(const char *next, Py_ssize_t ss, Py_ssize_t nbytes, Py_ssize_t from, Py_ssize_t to) {
+    for (Py_ssize_t r = from; r < to; r++) {
+        for (Py_ssize_t x = 0; x < nbytes; x += 64) _mm_prefetch(next + r * ss + x, _MM_HINT_T1);
+    }
+    return to;
+}
+
 /* A direct tile (see lp_direct512) of `size`-byte items. Each line of columns goes a block of
  * rows after another: for 2-byte items streamed straight to the output; for the others to the
  * half of the runs buffer that is not draining, after which the rest of the draining half goes
@@ -203,7 +229,7 @@ T512 static inline __attribute__((always_inline)) void direct_tile(
         for (Py_ssize_t b = 0; b < rows; b += line) {
             const char *from = src + b * ss + j * size;
             Py_ssize_t stride = ss;
-            if (count < line) {
+            if (count < line) { /* whole lines of the block's rows, its columns at their start */
                 for (Py_ssize_t i = 0; i < line; i++) {
                     memcpy(edge + i * 64, from + i * ss, (size_t)(count * size));
                 }
@@ -213,24 +239,9 @@ T512 static inline __attribute__((always_inline)) void direct_tile(
             if (size == 2) block32(from, stride, dst + j * ds + b * 2, ds, count, 1, 0);
             else block(from, stride, to + b * size, run, count, size, &d);
         }
-        if (size != 2) {
-            while (d.left) drain_line(&d);
-            d.from = to;
-            d.dst = dst + j * ds;
-            d.ds = ds;
-            d.run = run;
-            d.left = count * run / 64;
-            d.row = d.at = 0;
-            d.half ^= 1;
-        }
+        if (size != 2) start_drain(&d, to, dst + j * ds, ds, run, count);
         j += count;
-        const Py_ssize_t upto = nrows * (g + 1) / groups;
-        for (Py_ssize_t r = fetched; r < upto; r++) {
-            for (Py_ssize_t x = 0; x < nbytes; x += 64) {
-                _mm_prefetch(next + r * ss + x, _MM_HINT_T1);
-            }
-        }
-        fetched = upto;
+        fetched = prefetch_share(next, ss, nbytes, fetched, nrows * (g + 1) / groups);
     }
     *runs = d;
 }
