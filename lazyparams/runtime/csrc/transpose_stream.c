@@ -238,6 +238,61 @@ static void gather_seams(const PagePlan *p, PageTile t, char *seam, Py_ssize_t t
     }
 }
 
+/* How the tiles of a streamed transpose go (see streamed_pages). */
+enum { TILES_STAGED, TILES_STAGED512, TILES_DIRECT, TILES_DIRECT512 };
+
+/* A streamed transpose's scratch, each on a line: the runs of a line of columns (two, for the
+ * AVX-512 blocks' drain), the edge of a direct tile, and the stage. */
+typedef struct {
+    char *runs, *edge, *stage;
+    LpRuns drain;
+} Scratch;
+
+/* Tile `t` of plan `p` the way `how` says, `next` the tile after it (its rows prefetched by the
+ * direct ones). */
+static void one_tile(const PagePlan *p, PageTile t, PageTile next, int how, Scratch *s) {
+    const Py_ssize_t ss = p->ss, ds = p->ds, size = p->size, isz = p->isz;
+    const TileFn tile = size == 1 ? tile_1 : size == 2 ? tile_2 : size == 4 ? tile_4 : tile_8;
+    const PageTile none = {0, 0, 0, 0};
+    switch (how) {
+    case TILES_DIRECT512:
+        lp_direct512(p->src + t.r0 * ss + t.j0 * size, ss, p->dst + t.j0 * ds + t.r0 * size, ds,
+                     t.rows, t.cols, p->src + next.r0 * ss + next.j0 * size, next.rows,
+                     next.cols * size, &s->drain, size);
+        break;
+    case TILES_DIRECT:
+        tile(p, t, p->src + t.r0 * ss + t.j0 * size, ss, 1, next, s->runs, s->edge);
+        break;
+    default:
+        copy_pages(p->src + t.r0 * ss + t.j0 * isz, ss, s->stage, p->stride, t.rows, t.cols,
+                   p->conv, isz, size);
+        if (how == TILES_STAGED512) {
+            lp_tile512_2(s->stage, p->stride, p->dst + t.j0 * ds + t.r0 * 2, ds, t.rows, t.cols,
+                         p->conv->kind == LP_CONVERT_BF16_F16);
+        } else {
+            tile(p, t, s->stage, p->stride, 0, none, s->runs, s->edge);
+        }
+    }
+}
+
+/* Allocates the scratch of plan `p` tiled as `how` says, and after it the seams' rows (into
+ * `seam`); returns the block to free, or NULL. */
+static char *alloc_scratch(const PagePlan *p, int how, Scratch *s, char **seam) {
+    const Py_ssize_t line = p->line, most = p->most, size = p->size;
+    const Py_ssize_t runs_bytes = how == TILES_DIRECT512 ? 2 * line * most * size
+                                                         : line * (most + line) * size;
+    const Py_ssize_t edge_bytes = most * 64;
+    const Py_ssize_t stage_bytes = how >= TILES_DIRECT ? 0 : most * p->stride;
+    char *block = malloc((size_t)(runs_bytes + edge_bytes + stage_bytes + line * p->stride + 63));
+    if (block == NULL) return NULL;
+    s->runs = block + (64 - (uintptr_t)block % 64) % 64;
+    s->edge = s->runs + runs_bytes;
+    s->stage = s->edge + edge_bytes;
+    s->drain = (LpRuns){.buffer = s->runs, .half_bytes = line * most * size, .half = 0, .left = 0};
+    *seam = s->stage + stage_bytes;
+    return block;
+}
+
 /* The strips above (staged or direct) of an (n, m) src from `src` (see lp_transpose_streamed);
  * with `wide`, the tiles by the AVX-512 blocks (direct for plain copies, staged for bfloat16 to
  * float16, where the direct ones measured slower). */
@@ -246,57 +301,36 @@ static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_s
                                  const LpConvert *conv, Py_ssize_t isz, Py_ssize_t head,
                                  int wide) {
     const int amd = __builtin_cpu_is("amd"); /* the module's start-up ran __builtin_cpu_init */
-    const int direct = (direct_path < 0 ? amd : direct_path) && conv->kind == LP_CONVERT_COPY &&
-                       size >= 4;
+    const int copy = conv->kind == LP_CONVERT_COPY;
+    const int how = wide ? (copy ? TILES_DIRECT512 : TILES_STAGED512)
+                  : (direct_path < 0 ? amd : direct_path) && copy && size >= 4 ? TILES_DIRECT
+                                                                               : TILES_STAGED;
+    const int direct = how >= TILES_DIRECT;
     const Py_ssize_t line = 64 / size;
-    const int direct512 = wide && conv->kind == LP_CONVERT_COPY;
-    const Py_ssize_t most = direct512 ? DIRECT512_ROWS(size)
-                          : direct    ? DIRECT_RUN / size
-                                      : STREAM_ROWS(size, amd);
+    const Py_ssize_t most = how == TILES_DIRECT512 ? DIRECT512_ROWS(size)
+                          : how == TILES_DIRECT    ? DIRECT_RUN / size
+                                                   : STREAM_ROWS(size, amd);
     const Py_ssize_t width = tile_width(m, isz > size ? isz : size,
-                                        direct || direct512 ? DIRECT_BYTES : PAGE_BYTES, line);
+                                        direct ? DIRECT_BYTES : PAGE_BYTES, line);
     PagePlan p = {src, dst, ss, ds, n, m, size, isz, most, line, width,
                   ((width * size + 63) / 64 | 1) * 64, head ? line : 0, 0, conv, NULL};
-    TileFn tile = size == 1 ? tile_1 : size == 2 ? tile_2 : size == 4 ? tile_4 : tile_8;
-    /* the runs of a line of columns (two for the AVX-512 blocks), the edge of a direct tile, the
-     * stage, the seams; on lines */
-    const Py_ssize_t runs_bytes = direct512 ? 2 * line * most * size : line * (most + line) * size;
-    const Py_ssize_t edge_bytes = most * 64;
-    const Py_ssize_t stage_bytes = direct || direct512 ? 0 : most * p.stride;
-    char *block = malloc((size_t)(runs_bytes + edge_bytes + stage_bytes + line * p.stride + 63));
+    Scratch s;
+    char *seam, *block = alloc_scratch(&p, how, &s, &seam);
     if (block == NULL) return -1;
-    char *runs = block + (64 - (uintptr_t)block % 64) % 64, *edge = runs + runs_bytes;
-    char *stage = edge + edge_bytes, *seam = stage + stage_bytes;
     p.seam = seam;
     /* the direct tiles of the AVX-512 blocks start on lines of the input but the first of each
      * strip, which takes the columns before the first line in addition (their blocks read
      * whole lines of each row) */
-    p.lead = direct512 ? (Py_ssize_t)((64 - (uintptr_t)src % 64) % 64) / size : 0;
-    LpRuns drain = {.buffer = runs, .half_bytes = line * most * size, .half = 0, .left = 0};
-    PageTile t = next_tile(&p, (PageTile){0, 0, 0, 0}), none = {0, 0, 0, 0};
-    if (direct || direct512) prefetch_rows(&p, t, 0, t.rows);
+    p.lead = how == TILES_DIRECT512 ? (Py_ssize_t)((64 - (uintptr_t)src % 64) % 64) / size : 0;
+    PageTile t = next_tile(&p, (PageTile){0, 0, 0, 0});
+    if (direct) prefetch_rows(&p, t, 0, t.rows);
     while (t.rows > 0) {
         PageTile next = next_tile(&p, t);
         if (head && t.r0 == 0) gather_seams(&p, t, seam, line - head);
-        if (direct512) {
-            lp_direct512(src + t.r0 * ss + t.j0 * size, ss, dst + t.j0 * ds + t.r0 * size, ds,
-                         t.rows, t.cols, src + next.r0 * ss + next.j0 * size, next.rows,
-                         next.cols * size, &drain, size);
-        } else if (direct) {
-            tile(&p, t, src + t.r0 * ss + t.j0 * size, ss, 1, next, runs, edge);
-        } else {
-            copy_pages(src + t.r0 * ss + t.j0 * isz, ss, stage, p.stride, t.rows, t.cols, conv,
-                       isz, size);
-            if (wide) {
-                lp_tile512_2(stage, p.stride, dst + t.j0 * ds + t.r0 * 2, ds, t.rows, t.cols,
-                             conv->kind == LP_CONVERT_BF16_F16);
-            } else {
-                tile(&p, t, stage, p.stride, 0, none, runs, edge);
-            }
-        }
+        one_tile(&p, t, next, how, &s);
         t = next;
     }
-    if (direct512) lp_runs512_flush(&drain);
+    if (how == TILES_DIRECT512) lp_runs512_flush(&s.drain);
     _mm_sfence();
     free(block);
     return t.r0;
