@@ -10,17 +10,27 @@
  * 2-byte, 16x16 of 1-byte elements), transposed by rounds of interleaving row pairs: each
  * round doubles the width of the unit that moves together. `stream` stores around the cache
  * and needs 16-byte aligned rows. */
-static inline void interleave(__m128i *r, __m128i *a, int k, int width) {
-    for (int i = 0; i < k / 2; i++) {
-        __m128i x = r[2 * i], y = r[2 * i + 1];
-        switch (width) {
-        case 1: a[i] = _mm_unpacklo_epi8(x, y); a[i + k / 2] = _mm_unpackhi_epi8(x, y); break;
-        case 2: a[i] = _mm_unpacklo_epi16(x, y); a[i + k / 2] = _mm_unpackhi_epi16(x, y); break;
-        case 4: a[i] = _mm_unpacklo_epi32(x, y); a[i + k / 2] = _mm_unpackhi_epi32(x, y); break;
-        default: a[i] = _mm_unpacklo_epi64(x, y); a[i + k / 2] = _mm_unpackhi_epi64(x, y);
-        }
+/* One round over `k` registers of type VEC (intrinsics PRE##_unpack..., the function's
+ * attributes ATTR): pairs (2i, 2i + 1) interleaved by `width` bytes within each 128-bit lane,
+ * the low halves to the first k / 2. The SSE, AVX2 and AVX-512 blocks share it. */
+#define LP_INTERLEAVE(NAME, ATTR, VEC, PRE)                                                   \
+    ATTR static inline void NAME(VEC *r, VEC *a, int k, int width) {                          \
+        for (int i = 0; i < k / 2; i++) {                                                     \
+            VEC x = r[2 * i], y = r[2 * i + 1];                                               \
+            switch (width) {                                                                  \
+            case 1: a[i] = PRE##_unpacklo_epi8(x, y); a[i + k / 2] = PRE##_unpackhi_epi8(x, y); \
+                    break;                                                                    \
+            case 2: a[i] = PRE##_unpacklo_epi16(x, y); a[i + k / 2] = PRE##_unpackhi_epi16(x, y); \
+                    break;                                                                    \
+            case 4: a[i] = PRE##_unpacklo_epi32(x, y); a[i + k / 2] = PRE##_unpackhi_epi32(x, y); \
+                    break;                                                                    \
+            default: a[i] = PRE##_unpacklo_epi64(x, y);                                       \
+                     a[i + k / 2] = PRE##_unpackhi_epi64(x, y);                               \
+            }                                                                                 \
+        }                                                                                     \
     }
-}
+
+LP_INTERLEAVE(interleave, , __m128i, _mm)
 
 /* Each round sends a pair's low halves to the first half of the registers, so column c ends
  * in the register whose index is c's bits reversed. */
@@ -54,20 +64,7 @@ static inline __attribute__((always_inline)) void micro(const char *src, Py_ssiz
  * their next 16 bytes. The rounds of `micro` within the lanes then leave each register a whole
  * output row, column c of the first k rows in the low lane and of the last k in the high one,
  * with no round across the lanes (a shuffle less per register: the load of a lane takes it). */
-__attribute__((target("avx2"))) static inline void interleave256(__m256i *r, __m256i *a, int k,
-                                                                 int width) {
-    for (int i = 0; i < k / 2; i++) {
-        __m256i x = r[2 * i], y = r[2 * i + 1];
-        switch (width) {
-        case 1: a[i] = _mm256_unpacklo_epi8(x, y); a[i + k / 2] = _mm256_unpackhi_epi8(x, y); break;
-        case 2: a[i] = _mm256_unpacklo_epi16(x, y); a[i + k / 2] = _mm256_unpackhi_epi16(x, y);
-                break;
-        case 4: a[i] = _mm256_unpacklo_epi32(x, y); a[i + k / 2] = _mm256_unpackhi_epi32(x, y);
-                break;
-        default: a[i] = _mm256_unpacklo_epi64(x, y); a[i + k / 2] = _mm256_unpackhi_epi64(x, y);
-        }
-    }
-}
+LP_INTERLEAVE(interleave256, __attribute__((target("avx2"))), __m256i, _mm256)
 
 /* The in-lane rounds of one half (k = 16 / size registers), ending in r. */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void

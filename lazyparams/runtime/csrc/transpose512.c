@@ -43,22 +43,7 @@ T512 static inline __attribute__((always_inline)) __m512i halves512(__m512i b) {
     return halves512_rare(b);
 }
 
-/* One round over `k` registers: pairs (2i, 2i + 1) interleaved by `width` bytes within each
- * 128-bit lane, the low halves to the first k / 2. */
-T512 static inline __attribute__((always_inline)) void round512(__m512i *r, __m512i *a, int k,
-                                                               int width) {
-    for (int i = 0; i < k / 2; i++) {
-        __m512i x = r[2 * i], y = r[2 * i + 1];
-        switch (width) {
-        case 1: a[i] = _mm512_unpacklo_epi8(x, y); a[i + k / 2] = _mm512_unpackhi_epi8(x, y); break;
-        case 2: a[i] = _mm512_unpacklo_epi16(x, y); a[i + k / 2] = _mm512_unpackhi_epi16(x, y);
-                break;
-        case 4: a[i] = _mm512_unpacklo_epi32(x, y); a[i + k / 2] = _mm512_unpackhi_epi32(x, y);
-                break;
-        default: a[i] = _mm512_unpacklo_epi64(x, y); a[i + k / 2] = _mm512_unpackhi_epi64(x, y);
-        }
-    }
-}
+LP_INTERLEAVE(round512, T512 __attribute__((always_inline)), __m512i, _mm512)
 
 /* The 128-bit lanes of four registers transposed: lane q of x[i] to lane i of out[q]. */
 T512 static inline __attribute__((always_inline)) void lanes4(const __m512i *x, __m512i *out) {
