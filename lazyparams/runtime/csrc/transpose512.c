@@ -8,8 +8,8 @@
  * tenth faster so).
  *
  * The direct tiles of the wider blocks gather their lines into runs, a tile's depth of each
- * output row (256 bytes of 1-byte items, 128 of the others; runs write faster the longer they
- * are, single lines at a time twice as slow as runs of 256 bytes), and stream a line of the
+ * output row (128 bytes, DIRECT512_ROWS; single lines at a time write twice as slow as runs
+ * of 128 bytes, and deeper tiles fall out of the L2 cache), and stream a line of the
  * previous line of columns' runs for each line they gather: reads, register work and writes then
  * overlap as a copy's do, where a burst of writes after each line of columns stalls the blocks
  * behind it (1-byte transposes took 2.5 times a copy's time so, against 1.9 with the lines
