@@ -11,6 +11,13 @@ nanoseconds per input element; the ratios divide by the memcpy time. The `fused`
 `R.layout_cast` (q, k, v joined, transposed and cast in one pass, as `FuseLayoutCast` compiles
 `fuse-qkv+cast`), its "plain numpy" column the concat, transpose and cast kernels in turn.
 
+Each timed call starts from the same cache: a read of 96 MiB of other data before it evicts
+what the call before left there (with `--warm`, not). Otherwise the variant after numpy's
+version pays for writing back the lines that one left dirty (a float8 transpose then measured
+2.1 times a copy, the same loop into another output 1.4), and a kernel timed back to back
+finds its input still in the L3 cache. Converting a checkpoint, the data comes from the page
+cache, not the CPU's.
+
     python benchmarks/bench_kernels.py --sizes 64,256 --repeat 7
 """
 
@@ -243,10 +250,14 @@ def _buffers(nbytes: int) -> tuple[Array, Array]:
 
 CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
 _clock = [time.perf_counter]
+SETTLE_BYTES = 96 * MIB
+_settle: list[Array] = []  # the data read before each timed call (none with --warm)
 
 
 def _time(fn: Callable[[], Any]) -> float:
     clock = _clock[0]
+    for other in _settle:
+        np.bitwise_or.reduce(other)  # evicts the cache's lines, writing back the dirty ones
     start = clock()
     result = fn()
     elapsed = clock() - start
@@ -331,11 +342,16 @@ def main() -> None:
         help="wall time, or the CPU time of this thread (page faults included; the kernels run "
         "on it), which other processes on a busy machine disturb less",
     )
+    parser.add_argument(
+        "--warm", action="store_true", help="time each call in the cache the one before left"
+    )
     args = parser.parse_args()
     _clock[0] = CLOCKS[args.clock]
+    if not args.warm:
+        _settle.append(np.ones(SETTLE_BYTES // 8, np.uint64))
     print(
         f"numpy {np.__version__}, {os.cpu_count()} CPUs, {platform.processor() or 'cpu'}; "
-        f"best of {args.repeat} ({args.clock} clock); "
+        f"best of {args.repeat} ({args.clock} clock, {'warm' if args.warm else 'cold'} cache); "
         f"compiled loops {'built' if native.enabled() else 'absent'}\n"
     )
     print(HEADER)
