@@ -56,16 +56,15 @@ static int direct_path = -1;
 #define DIRECT_BYTES 2048
 #endif
 /* Input rows of a direct tile of plain copies by the AVX-512 blocks of transpose512.c (columns
- * as DIRECT_BYTES): runs of 128 bytes to each output row. Deeper tiles fall out of the L2 cache
- * where rows are a power of two apart: the lines of one column of a tile share its sets, and
- * rows of 8 KiB leave each such column 8 sets of 16 ways, 128 lines (AMD Zen 5's 1 MiB L2), so
- * 1-byte tiles of 256 rows (runs of 256 bytes, which write faster alone) took 2.0 times a
- * copy's time on 8192 x 8192 and 4096 x 14336 against 1.75-1.85 with 128. On Zen 5, 4096 x
- * 4096 transposes take 1.5-1.9 times a copy's time for 1-byte items, about 1.6 for 2-byte ones
- * (1.7 by the staged tiles), 1.05-1.2 for 4-byte ones (1.2-1.5 by the AVX2 direct tiles); 2-byte
- * blocks of whole-line loads into drained runs (as the 1-byte ones) measure slower, of 64 rows
- * or 128. */
-#define DIRECT512_ROWS(SIZE) (128 / (SIZE))
+ * as DIRECT_BYTES): runs of 128 bytes to each output row, 192 for 2-byte items. Deeper tiles
+ * fall out of the L2 cache where rows are a power of two apart: the lines of one column of a
+ * tile share its sets, and rows of 8 KiB leave each such column 8 sets of 16 ways, 128 lines
+ * (AMD Zen 5's 1 MiB L2). On Zen 5, 1-byte tiles of 256 rows took 2.0 times a copy's time on
+ * 8192 x 8192 and 4096 x 14336 against 1.75-1.85 with 128 (fewer rows, whole lines, write
+ * too short runs); 2-byte tiles of 96 rows 1.35-1.65 against 1.4-1.75 with 64 and 1.5-1.8 with
+ * 128 (160: 1.7-2.2), 4- and 8-byte ones slower with more rows than these. 2-byte blocks of
+ * whole-line loads into drained runs (as the 1-byte ones) measure slower, of 64 rows or 128. */
+#define DIRECT512_ROWS(SIZE) ((SIZE) == 2 ? 96 : 128 / (SIZE))
 #ifndef DIRECT_RUN
 #define DIRECT_RUN 128
 #endif
