@@ -1,9 +1,9 @@
 /* The memory floor of a streamed transpose: the access patterns of one, with no arithmetic, timed
  * against memcpy of the same bytes. bench_transpose_floor.py builds and runs it.
  *
- * A transpose of an n x n matrix of 1-byte items (n = 4096, 16 MiB) reads tiles of `depth` input
- * rows and writes, for each of the tile's columns, a run of `depth` bytes to an output row. Its
- * two sides are timed apart:
+ * A transpose of an N x N matrix of 1-byte items (4096 unless built with -DN) reads tiles of
+ * `depth` input rows and writes, for each of the tile's columns, a run of `depth` bytes to an
+ * output row. Its two sides are timed apart:
  *
  * - writes: runs of `run` bytes streamed around the cache to every output row in turn, the run's
  *   lines one after another (as a tile that gathers its runs before writing them), or a line of
@@ -24,7 +24,9 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define N 4096
+#ifndef N
+#define N 4096 /* rows and columns (a multiple of 4096; bench_transpose_floor.py's --side) */
+#endif
 #define BYTES ((size_t)N * N)
 
 static double seconds(void) {
