@@ -104,20 +104,14 @@ micro256(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, const int siz
 #endif
 
 #if LP_X86
-/* Sixteen bfloat16 to float16, bit for bit as cast.c's `half_of_bfloat`. Values of float16's
- * normal range (most weights) only lose exponent bits: a rebias and a shift in 16-bit lanes.
- * Vectors holding anything else take the CPU's conversion (half to even through the exact
- * float32 value, as cast.c's loop), with ml_dtypes' quiet NaN of the sign for every NaN. */
+/* Sixteen bfloat16 to float16, bit for bit as cast.c's `half_of_bfloat`: the CPU's conversion
+ * (half to even through the exact float32 value, as cast.c's loop), with ml_dtypes' quiet NaN
+ * of the sign for every NaN. No branch: a rebias and shift for vectors all of float16's normal
+ * range, the rest this way, took 2.2 times a copy's time transposing weights of standard
+ * deviation 0.02 (a vector in 26 holds a subnormal) and 4.6 on 0.002, against 1.9-2.0 so. */
 __attribute__((target("avx2,f16c"))) static inline __m256i halves_of_bfloats(__m256i b) {
     const __m256i sign = _mm256_and_si256(b, _mm256_set1_epi16((short)0x8000));
     const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7FFF));
-    /* float16's normal exponents are bfloat16's 113 to 142: magnitudes 0x3880 to 0x477F */
-    __m256i off = _mm256_sub_epi16(mag, _mm256_set1_epi16(0x3880));
-    __m256i normal = _mm256_cmpeq_epi16(_mm256_min_epu16(off, _mm256_set1_epi16(0x0EFF)), off);
-    if (_mm256_movemask_epi8(normal) == -1) {
-        __m256i rebiased = _mm256_sub_epi16(mag, _mm256_set1_epi16(0x3800));
-        return _mm256_or_si256(_mm256_slli_epi16(rebiased, 3), sign);
-    }
     __m256 lo = _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(b)), 16));
     __m256 hi = _mm256_castsi256_ps(

@@ -19,28 +19,23 @@
 #if LP_X86
 #define T512 __attribute__((target("avx2,f16c,avx512f,avx512bw")))
 
-/* `halves512` of a vector holding items outside float16's normal range (few weights): out of
- * line, so that the loops of the blocks keep their registers and stay short. */
-T512 static __attribute__((noinline)) __m512i halves512_rare(__m512i b) {
-    __m256i lo = halves_of_bfloats(_mm512_castsi512_si256(b));
-    __m256i hi = halves_of_bfloats(_mm512_extracti64x4_epi64(b, 1));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-/* Thirty-two bfloat16 to float16, as `halves_of_bfloats`: a rebias and a shift when all are of
- * float16's normal range, else that function on each half. */
+/* Thirty-two bfloat16 to float16 by way of their exact float32 values, which the CPU rounds
+ * (to float16's subnormals and infinities too), NaNs quieted with their sign kept, as
+ * `halves_of_bfloats` does. No branch: a fast path for float16's normal range alone with the
+ * rest out of line took 2.25 times a copy's time on weights of standard deviation 0.02 (a
+ * vector in 13 has a subnormal) and 5.9 on 0.002, against 1.7-1.8 for all three so. */
 T512 static inline __attribute__((always_inline)) __m512i halves512(__m512i b) {
-    const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi16(0x7FFF));
-    const __m512i off = _mm512_sub_epi16(mag, _mm512_set1_epi16(0x3880));
-    if (_mm512_cmpgt_epu16_mask(off, _mm512_set1_epi16(0x0EFF)) == 0) {
-        /* shifted left by 3 the exponent's low six bits and the mantissa are in place, and
-         * subtracting 48 (the rebias of 112, modulo 64) from those six leaves the exponent
-         * (1 to 30) with a clear top bit, which then takes the sign */
-        const __m512i shifted =
-            _mm512_sub_epi16(_mm512_slli_epi16(b, 3), _mm512_set1_epi16((short)0xC000));
-        return _mm512_ternarylogic_epi32(shifted, b, _mm512_set1_epi16((short)0x8000), 0xF8);
-    }
-    return halves512_rare(b);
+    const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(b));
+    const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(b, 1));
+    const __m256i hl = _mm512_cvtps_ph(_mm512_castsi512_ps(_mm512_slli_epi32(lo, 16)),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i hh = _mm512_cvtps_ph(_mm512_castsi512_ps(_mm512_slli_epi32(hi, 16)),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(hl), hh, 1);
+    const __m512i sign = _mm512_and_si512(b, _mm512_set1_epi16((short)0x8000));
+    const __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_andnot_si512(sign, b),
+                                                  _mm512_set1_epi16(0x7F80));
+    return _mm512_mask_mov_epi16(h, nan, _mm512_or_si512(sign, _mm512_set1_epi16(0x7E00)));
 }
 
 LP_INTERLEAVE(round512, T512 __attribute__((always_inline)), __m512i, _mm512)
