@@ -209,37 +209,23 @@ F16C INLINE Py_ssize_t f16_to_f32_run(const uint16_t *x, uint32_t *out, Py_ssize
     return i;
 }
 
-/* float16 to bfloat16 without a float32 stage, in 16-bit lanes: a normal float16's mantissa
- * rounds from ten bits to seven, half to even, and its exponent is rebiased by 112, a carry
- * of the rounding going into it; zeros keep their sign. A vector holding a subnormal, an
- * infinity or a NaN goes through float32: the CPU's conversion, then `bfloat_lanes`, and the
- * portable loop where it holds a NaN. */
+/* float16 to bfloat16 through the exact float32 value: the CPU's conversion, then
+ * `bfloat_lanes`, and the portable loop for a vector holding a NaN. No branch on the values:
+ * rounding normal float16 in 16-bit lanes (0.7 times a copy's time) with vectors holding a
+ * subnormal sent this way took 3.4 times on weights of standard deviation 0.002 (a third of
+ * the vectors hold one), against 1.05-1.15 for every vector so, whatever the values. */
 F16C INLINE Py_ssize_t f16_to_bf16_run(const uint16_t *x, uint16_t *out, Py_ssize_t n,
                                        const int stream) {
-    __m256i low15 = SET16(0x7FFF), one = SET16(1), three = SET16(3), rebias = SET16(112 << 7);
-    __m256i min_normal = SET16(0x0400), max_finite = SET16(0x7BFF), sign = SET16(0x8000);
-    /* held in registers: GCC would otherwise rebuild these in the loop from immediates */
-    __asm__("" : "+x"(low15), "+x"(one), "+x"(three), "+x"(rebias));
-    __asm__("" : "+x"(min_normal), "+x"(max_finite), "+x"(sign));
     Py_ssize_t i = 0;
     for (; i + 16 <= n; i += 16) {
         PREFETCH(x + i);
         __m256i v = LOAD(x + i);
-        __m256i mag = _mm256_and_si256(v, low15);
-        __m256i odd = _mm256_and_si256(_mm256_srli_epi16(mag, 3), one);
-        __m256i r = _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(mag, three), odd), 3);
-        r = _mm256_add_epi16(r, rebias);
-        __m256i tiny = _mm256_cmpgt_epi16(min_normal, mag); /* zero or subnormal */
-        __m256i huge = _mm256_cmpgt_epi16(mag, max_finite); /* infinity or NaN */
-        r = _mm256_or_si256(_mm256_andnot_si256(tiny, r), _mm256_and_si256(v, sign));
-        if (!_mm256_testz_si256(_mm256_or_si256(tiny, huge), mag)) {
-            __m256i a = _mm256_castps_si256(_mm256_cvtph_ps(LOW(v)));
-            r = bfloat_pack(a, _mm256_castps_si256(_mm256_cvtph_ps(HIGH(v))));
-            if (any_nan16(v, 0x7C00)) {
-                uint16_t redo[16];
-                f16_to_bf16_portable(x + i, redo, 16);
-                r = LOAD(redo);
-            }
+        __m256i a = _mm256_castps_si256(_mm256_cvtph_ps(LOW(v)));
+        __m256i r = bfloat_pack(a, _mm256_castps_si256(_mm256_cvtph_ps(HIGH(v))));
+        if (any_nan16(v, 0x7C00)) {
+            uint16_t redo[16];
+            f16_to_bf16_portable(x + i, redo, 16);
+            r = LOAD(redo);
         }
         lp_put32(out + i, r, stream);
     }
