@@ -9,24 +9,12 @@
 #define INLINE static inline __attribute__((always_inline))
 #define SET16(v) _mm256_set1_epi16((short)(v))
 
-/* Magnitudes to codes `drop` mantissa bits shorter whose exponent is theirs less `rebias`
- * (shifted to the exponent's place), rounded half to even by one add: float16 to e5m2, and
- * the normal results of bfloat16 to e5m2. */
-AVX2 INLINE __m256i normal_words(__m256i mag, const int drop, const int rebias) {
+/* Magnitudes to codes `drop` mantissa bits shorter of the same exponent, rounded half to even
+ * by one add: float16 to e5m2. */
+AVX2 INLINE __m256i normal_words(__m256i mag, const int drop) {
     __m256i odd = _mm256_and_si256(_mm256_srli_epi16(mag, drop), SET16(1));
-    __m256i bump = _mm256_add_epi16(mag, SET16((1 << (drop - 1)) - 1 - rebias));
+    __m256i bump = _mm256_add_epi16(mag, SET16((1 << (drop - 1)) - 1));
     return _mm256_srli_epi16(_mm256_add_epi16(bump, odd), drop);
-}
-
-/* Whether the magnitudes of 32 bfloat16 values are all finite and at least e5m2's smallest
- * normal (2**-14), so that their codes are `normal_words`' (weights seldom hold smaller
- * values: the branch is predicted). Shifted by 0x8000 less that bound, those magnitudes are
- * the signed words up to the largest finite one's, all others above. */
-AVX2 INLINE int all_normal_bfloat16(__m256i ma, __m256i mb) {
-    const __m256i shift = SET16(0x8000 - (113 << 7)), top = SET16(0x8000 - (113 << 7) + 0x7F7F);
-    __m256i out = _mm256_or_si256(_mm256_cmpgt_epi16(_mm256_add_epi16(ma, shift), top),
-                                  _mm256_cmpgt_epi16(_mm256_add_epi16(mb, shift), top));
-    return _mm256_testz_si256(out, out);
 }
 
 /* The power of two a significand is multiplied by, by its exponent (float16's own; bfloat16's
@@ -51,7 +39,7 @@ AVX2 INLINE int all_normal_bfloat16(__m256i ma, __m256i mb) {
  * subnormals: weights hold many small values, so it would be mispredicted often. */
 AVX2 INLINE __m256i float8_words(__m256i mag, const int half, const int finite) {
     const int ms = half ? 10 : 7, bs = half ? 15 : 127, m = finite ? 3 : 2, b = finite ? 7 : 15;
-    if (bs == b) return normal_words(mag, ms - m, 0);
+    if (bs == b) return normal_words(mag, ms - m);
     __m256i e = _mm256_srli_epi16(mag, ms), step;
     if (half) step = _mm256_shuffle_epi8(HALF_STEPS, _mm256_min_epu16(e, SET16(bs - b + 1)));
     else step = _mm256_shuffle_epi8(BFLOAT_STEPS, _mm256_min_epu16(
@@ -78,10 +66,11 @@ AVX2 INLINE __m256i float8_codes(const uint16_t *x, const int half, const int fi
     __m256i codes;
     if (finite) {
         codes = _mm256_packs_epi16(float8_words(ma, half, 1), float8_words(mb, half, 1));
-    } else if (!half && all_normal_bfloat16(ma, mb)) {
-        codes = _mm256_packus_epi16(normal_words(ma, 5, 112 << 7), normal_words(mb, 5, 112 << 7));
-        codes = _mm256_min_epu8(codes, _mm256_set1_epi8(0x7C));
     } else {
+        /* bfloat16 to e5m2 too: a branch to `normal_words` for vectors all of e5m2's normal
+         * range, mispredicted on weights that often hold small values, took 1.4-1.7 times a
+         * copy's time on weights of standard deviation 0.02 and 4-5 on 0.002, against 1.3-1.6
+         * for all three so */
         codes = _mm256_packus_epi16(float8_words(ma, half, 0), float8_words(mb, half, 0));
         codes = _mm256_min_epu8(codes, _mm256_set1_epi8(0x7C));
         const __m256i inf = SET16(half ? 0x7C00 : 0x7F80);
