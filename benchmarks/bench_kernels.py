@@ -87,13 +87,18 @@ class Case:
     out_bytes: int = 0
 
 
-def _square(mib: float, dtype: Any, scale: float = 1.0) -> Array:
+_scale = [1.0]  # the standard deviation of the other groups' inputs (--scale)
+
+
+def _square(mib: float, dtype: Any, scale: float | None = None) -> Array:
     """A random square matrix with as many elements as `mib` MiB of float32 (sides a multiple
-    of 64), in `dtype`, of standard deviation `scale`: every row of one size moves the same
-    number of elements."""
+    of 64), in `dtype`, of standard deviation `scale` (else --scale's): every row of one size
+    moves the same number of elements."""
     side = int(math.sqrt(mib * MIB / 4)) // 64 * 64
     rng = np.random.default_rng(0)
-    return (rng.standard_normal((side, side), dtype=np.float32) * scale).astype(dtype)
+    sigma = _scale[0] if scale is None else scale
+    with np.errstate(over="ignore"):  # float8 and float16 saturate or overflow as they do
+        return (rng.standard_normal((side, side), dtype=np.float32) * sigma).astype(dtype)
 
 
 WEIGHT_SCALE = 0.02
@@ -352,13 +357,22 @@ def main() -> None:
     parser.add_argument(
         "--warm", action="store_true", help="time each call in the cache the one before left"
     )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="standard deviation of the random inputs but the fused group's (always weight-like, "
+        f"{WEIGHT_SCALE}); conversions whose work depends on the values differ by it",
+    )
     args = parser.parse_args()
     _clock[0] = CLOCKS[args.clock]
+    _scale[0] = args.scale
     if not args.warm:
         _settle.append(np.ones(SETTLE_BYTES // 8, np.uint64))
     print(
         f"numpy {np.__version__}, {os.cpu_count()} CPUs, {platform.processor() or 'cpu'}; "
-        f"best of {args.repeat} ({args.clock} clock, {'warm' if args.warm else 'cold'} cache); "
+        f"best of {args.repeat} ({args.clock} clock, {'warm' if args.warm else 'cold'} cache, "
+        f"inputs of standard deviation {args.scale}); "
         f"compiled loops {'built' if native.enabled() else 'absent'}\n"
     )
     print(HEADER)
