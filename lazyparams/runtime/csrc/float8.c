@@ -375,7 +375,7 @@ static void float8_to_half(const uint8_t *x, uint16_t *out, Py_ssize_t n, int fi
 
 /* float8_e4m3fn (`finite`) to float8_e5m2 or back, `table` the target's code of each code:
  * computed with AVX2, looked up elsewhere. Where the CPU has AVX-512 the AVX2 loop still
- * beats the lookup in registers (Zen 4, bench_kernels' row: 1.04x a copy against 1.19x). */
+ * beats the lookup in registers (Zen 5, bench_kernels' row: 1.04x a copy against 1.19x). */
 static void float8_to_float8(const uint8_t *x, uint8_t *out, Py_ssize_t n, int finite,
                              const uint8_t *table) {
 #if LP_X86

@@ -17,7 +17,7 @@
  *   the L2 cache (rows of 2 KiB), transposed straight from the input, while the next tile is
  *   prefetched row after row, a share of it after each line of columns. The reads of one tile
  *   then overlap the streamed writes of the other, as a copy's do, and no stage is written: on
- *   AMD Zen 4 a 4096 x 4096 float64 transpose takes 1.05 times a copy's time against the
+ *   AMD Zen 5 a 4096 x 4096 float64 transpose takes 1.05 times a copy's time against the
  *   staged strips' 1.55, float32 1.3 against 1.6, by the AVX2 blocks of 4- and 8-byte items
  *   (16 or 32 rows). Where the CPU has AVX-512 the blocks of transpose512.c take every item
  *   size instead (DIRECT512_ROWS), their output lines gathered into runs that stream out while
@@ -60,9 +60,9 @@ static int direct_path = -1;
  * fall out of the L2 cache where rows are a power of two apart: the lines of one column of a
  * tile share its sets, and rows of 8 KiB leave each such column 8 sets of 16 ways, 128 lines
  * (AMD Zen 5's 1 MiB L2). On Zen 5, 1-byte tiles of 256 rows took 2.0 times a copy's time on
- * 8192 x 8192 and 4096 x 14336 against 1.75-1.85 with 128 (fewer rows, whole lines, write
- * too short runs); 2-byte tiles of 96 rows 1.35-1.65 against 1.4-1.75 with 64 and 1.5-1.8 with
- * 128 (160: 1.7-2.2), 4- and 8-byte ones slower with more rows than these. 2-byte blocks of
+ * 8192 x 8192 and 4096 x 14336 against 1.75-1.85 with 128 (and 64 rows write runs too short);
+ * 2-byte tiles of 96 rows 1.35-1.65 against 1.4-1.75 with 64 and 1.5-1.8 with 128 (160:
+ * 1.7-2.2), 4- and 8-byte ones slower with more rows than these. 2-byte blocks of
  * whole-line loads into drained runs (as the 1-byte ones) measure slower, of 64 rows or 128. */
 #define DIRECT512_ROWS(SIZE) ((SIZE) == 2 ? 96 : 128 / (SIZE))
 #ifndef DIRECT_RUN
