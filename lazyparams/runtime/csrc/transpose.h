@@ -148,8 +148,9 @@ typedef struct {
 } LpRuns;
 /* The AVX-512 blocks (transpose512.c). lp_tile512_2: a staged tile of
  * 2-byte items, `rows` (a multiple of 32) rows `stride` apart (whole lines) against `cols`
- * columns, streamed to dst (a line boundary, its rows a whole number of lines apart), bfloat16
- * converted to float16 as they go out with `halves`. lp_direct512: a direct tile of `size`-byte
+ * columns, streamed to dst (a line boundary, its rows a whole number of lines apart).
+ * lp_stage512_halves: `rows` rows of `count` bfloat16 `ss` apart staged as float16 for it
+ * (rows `stride` apart, whole lines), prefetching `ahead` rows ahead. lp_direct512: a direct tile of `size`-byte
  * items straight from the input, `rows` (a whole number of lines) rows `ss` apart against `cols`
  * columns, its runs through `runs` (see lp_runs512_flush), after each line of columns
  * prefetching a share of the next tile's `nrows` rows (`nbytes` of each from `next`, rows `ss`
@@ -159,11 +160,13 @@ typedef struct {
  * boundary (see lp_transpose_streamed), for output rows 1 to m - 1, src being its row `head`
  * and n its rows from there. */
 void lp_tile512_2(const char *stage, Py_ssize_t stride, char *dst, Py_ssize_t ds,
-                  Py_ssize_t rows, Py_ssize_t cols, int halves);
+                  Py_ssize_t rows, Py_ssize_t cols);
 void lp_direct512(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows,
                   Py_ssize_t cols, const char *next, Py_ssize_t nrows, Py_ssize_t nbytes,
                   LpRuns *runs, Py_ssize_t size);
 void lp_runs512_flush(LpRuns *runs);
+void lp_stage512_halves(const char *src, Py_ssize_t ss, char *stage, Py_ssize_t stride,
+                        Py_ssize_t rows, Py_ssize_t count, Py_ssize_t ahead);
 void lp_seams512(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t n,
                  Py_ssize_t m, Py_ssize_t head, int halves, Py_ssize_t size);
 #endif

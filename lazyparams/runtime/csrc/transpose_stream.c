@@ -9,8 +9,8 @@
  * sequential ones. Two ways around it:
  *
  * - staged: a strip first copies a page's worth of each of its rows, row after row, into a
- *   stage (converting the items on the way, but for bfloat16 to float16, which is done in
- *   registers as the runs go out), then transposes the stage one cache line of columns at a
+ *   stage (converting the items on the way, but for bfloat16 to float16 by the AVX2 blocks,
+ *   which is done in registers as the runs go out), then transposes the stage one cache line of columns at a
  *   time: the register blocks of those columns go to a small second stage whose rows are whole
  *   output runs, streamed to the output. Any conversion, any item size.
  * - direct (plain copies, where the CPU is one it is tuned for): tiles small enough to stay in
@@ -265,15 +265,15 @@ static void one_tile(const PagePlan *p, PageTile t, PageTile next, int how, Scra
     case TILES_DIRECT:
         tile(p, t, p->src + t.r0 * ss + t.j0 * size, ss, 1, next, s->runs, s->edge);
         break;
+    case TILES_STAGED512: /* bfloat16 to float16, converted as it is staged */
+        lp_stage512_halves(p->src + t.r0 * ss + t.j0 * isz, ss, s->stage, p->stride, t.rows,
+                           t.cols, COPY_AHEAD);
+        lp_tile512_2(s->stage, p->stride, p->dst + t.j0 * ds + t.r0 * 2, ds, t.rows, t.cols);
+        break;
     default:
         copy_pages(p->src + t.r0 * ss + t.j0 * isz, ss, s->stage, p->stride, t.rows, t.cols,
                    p->conv, isz, size);
-        if (how == TILES_STAGED512) {
-            lp_tile512_2(s->stage, p->stride, p->dst + t.j0 * ds + t.r0 * 2, ds, t.rows, t.cols,
-                         p->conv->kind == LP_CONVERT_BF16_F16);
-        } else {
-            tile(p, t, s->stage, p->stride, 0, none, s->runs, s->edge);
-        }
+        tile(p, t, s->stage, p->stride, 0, none, s->runs, s->edge);
     }
 }
 
