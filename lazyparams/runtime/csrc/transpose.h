@@ -104,26 +104,6 @@ micro256(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, const int siz
 #endif
 
 #if LP_X86
-/* Sixteen bfloat16 to float16, bit for bit as cast.c's `half_of_bfloat`: the CPU's conversion
- * (half to even through the exact float32 value, as cast.c's loop), with ml_dtypes' quiet NaN
- * of the sign for every NaN. No branch: a rebias and shift for vectors all of float16's normal
- * range, the rest this way, took 2.2 times a copy's time transposing weights of standard
- * deviation 0.02 (a vector in 26 holds a subnormal) and 4.6 on 0.002, against 1.9-2.0 so. */
-__attribute__((target("avx2,f16c"))) static inline __m256i halves_of_bfloats(__m256i b) {
-    const __m256i sign = _mm256_and_si256(b, _mm256_set1_epi16((short)0x8000));
-    const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7FFF));
-    __m256 lo = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(b)), 16));
-    __m256 hi = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(b, 1)), 16));
-    __m256i h = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT)),
-        _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), 1);
-    __m256i nan = _mm256_cmpgt_epi16(mag, _mm256_set1_epi16(0x7F80));
-    __m256i quiet = _mm256_or_si256(sign, _mm256_set1_epi16(0x7E00));
-    return _mm256_blendv_epi8(h, quiet, nan);
-}
-
 /* The streamed strips of an (n, m) src whose output rows start on line boundaries (`ds` a
  * whole number of lines), down to the last whole line of output (64 / size rows): returns
  * the rows done, or -1 out of memory. Needs AVX2 (transpose_stream.c). With `head` (rows

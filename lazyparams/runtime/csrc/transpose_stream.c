@@ -9,8 +9,7 @@
  * sequential ones. Two ways around it:
  *
  * - staged: a strip first copies a page's worth of each of its rows, row after row, into a
- *   stage (converting the items on the way, but for bfloat16 to float16 by the AVX2 blocks,
- *   which is done in registers as the runs go out), then transposes the stage one cache line of columns at a
+ *   stage (converting the items on the way), then transposes the stage one cache line of columns at a
  *   time: the register blocks of those columns go to a small second stage whose rows are whole
  *   output runs, streamed to the output. Any conversion, any item size.
  * - direct (plain copies, where the CPU is one it is tuned for): tiles small enough to stay in
@@ -70,16 +69,17 @@ static int direct_path = -1;
 #endif
 
 /* Copies `cols` items of each of `rows` rows (`ss` apart) to the stage's rows (`stride`
- * apart), row after row,
- * converted by `conv` from items of `isz` bytes into the stage's items of `size` bytes (but
- * bfloat16 to float16, which `stream_runs` converts). */
+ * apart), row after row, converted by `conv` from items of `isz` bytes into the stage's items
+ * of `size` bytes. Converting here, where the copy waits on the input's reads, rather than as
+ * the runs go out: 4096 x 4096 bfloat16 to float16 transposes by the AVX2 blocks took 1.55-1.85
+ * times a copy's time so, against 2.0-2.4. */
 __attribute__((target("avx2"))) static void copy_pages(const char *src, Py_ssize_t ss,
                                                        char *stage, Py_ssize_t stride,
                                                        Py_ssize_t rows, Py_ssize_t cols,
                                                        const LpConvert *conv, Py_ssize_t isz,
                                                        Py_ssize_t size) {
     const Py_ssize_t bytes = cols * isz, vectors = bytes / 32 * 32;
-    const int copy = conv->kind == LP_CONVERT_COPY || conv->kind == LP_CONVERT_BF16_F16;
+    const int copy = conv->kind == LP_CONVERT_COPY;
     for (Py_ssize_t r = 0; r < rows; r++) {
         const char *row = src + r * ss;
         char *to = stage + r * stride;
@@ -99,19 +99,17 @@ __attribute__((target("avx2"))) static void copy_pages(const char *src, Py_ssize
 }
 
 /* Streams `lines` output rows of `run` bytes (whole cache lines) from the stage `runs` to
- * dst's rows `ds` apart, starting on a line boundary; bfloat16 converted to float16 when
- * `halves`. */
-__attribute__((target("avx2,f16c"))) static inline void stream_runs(char *dst, Py_ssize_t ds,
-                                                                    const char *runs,
-                                                                    Py_ssize_t lines,
-                                                                    Py_ssize_t run,
-                                                                    int halves) {
+ * dst's rows `ds` apart, starting on a line boundary. */
+__attribute__((target("avx2"))) static inline void stream_runs(char *dst, Py_ssize_t ds,
+                                                               const char *runs,
+                                                               Py_ssize_t lines,
+                                                               Py_ssize_t run) {
     for (Py_ssize_t c = 0; c < lines; c++) {
         char *d = dst + c * ds;
         const char *from = runs + c * run;
         for (Py_ssize_t b = 0; b < run; b += 32) {
             __m256i x = _mm256_load_si256((const __m256i *)(from + b));
-            _mm256_stream_si256((__m256i *)(d + b), halves ? halves_of_bfloats(x) : x);
+            _mm256_stream_si256((__m256i *)(d + b), x);
         }
     }
 }
@@ -171,7 +169,6 @@ static inline void prefetch_rows(const PagePlan *p, PageTile t, Py_ssize_t from,
         PageTile next, char *runs, char *edge) {                                               \
         const Py_ssize_t pre = t.r0 == 0 ? p->seam_rows : 0, w = 32 / SIZE;                    \
         const Py_ssize_t run = (pre + t.rows) * SIZE, groups = (t.cols + 2 * w - 1) / (2 * w); \
-        const int halves = p->conv->kind == LP_CONVERT_BF16_F16;                               \
         char *dst = p->dst + t.j0 * p->ds + (t.r0 - pre) * SIZE;                               \
         Py_ssize_t fetched = 0;                                                                \
         for (Py_ssize_t g = 0; g < groups; g++) {                                              \
@@ -197,8 +194,8 @@ static inline void prefetch_rows(const PagePlan *p, PageTile t, Py_ssize_t from,
             }                                                                                  \
             const Py_ssize_t skip = pre && t.j0 == 0 && g == 0;                                \
             char *out = dst + (g * 2 * w + skip) * p->ds;                                      \
-            if (skip) stream_runs(dst + pre * SIZE, p->ds, at, 1, run - pre * SIZE, halves);   \
-            stream_runs(out, p->ds, runs + skip * run, lines - skip, run, halves);             \
+            if (skip) stream_runs(dst + pre * SIZE, p->ds, at, 1, run - pre * SIZE);           \
+            stream_runs(out, p->ds, runs + skip * run, lines - skip, run);                     \
             Py_ssize_t upto = next.rows * (g + 1) / groups;                                    \
             prefetch_rows(p, next, fetched, upto);                                             \
             fetched = upto;                                                                    \
@@ -227,7 +224,7 @@ static Py_ssize_t tile_width(Py_ssize_t m, Py_ssize_t size, Py_ssize_t page, Py_
  * input a column behind (none for output row 0, whose seam lies before the output), then its
  * first `line - tail` rows, `src` being the first row after those. */
 static void gather_seams(const PagePlan *p, PageTile t, char *seam, Py_ssize_t tail) {
-    const int raw = p->conv->kind == LP_CONVERT_COPY || p->conv->kind == LP_CONVERT_BF16_F16;
+    const int raw = p->conv->kind == LP_CONVERT_COPY;
     const Py_ssize_t first = t.j0 == 0; /* the columns that have a column behind start here */
     for (Py_ssize_t r = 0; r < p->line; r++) {
         const char *from = r < tail
