@@ -130,11 +130,12 @@ typedef struct {
  * 2-byte items, `rows` (a multiple of 32) rows `stride` apart (whole lines) against `cols`
  * columns, streamed to dst (a line boundary, its rows a whole number of lines apart).
  * lp_stage512_halves: `rows` rows of `count` bfloat16 `ss` apart staged as float16 for it
- * (rows `stride` apart, whole lines), prefetching `ahead` rows ahead. lp_direct512: a direct tile of `size`-byte
- * items straight from the input, `rows` (a whole number of lines) rows `ss` apart against `cols`
- * columns, its runs through `runs` (see lp_runs512_flush), after each line of columns
- * prefetching a share of the next tile's `nrows` rows (`nbytes` of each from `next`, rows `ss`
- * apart) into the L2 cache, so that its reads overlap this tile's writes as a copy's do.
+ * (rows `stride` apart, whole lines), prefetching `ahead` rows ahead. lp_direct512: a direct
+ * tile of `size`-byte items straight from the input, `rows` (a whole number of lines) rows
+ * `ss` apart against `cols` columns, its runs through `runs` (see lp_runs512_flush), after
+ * each line of columns prefetching a share of the next tile's `nrows` rows (`nbytes` of each
+ * from `next`, rows `ss` apart) into the L2 cache, so that its reads overlap this tile's
+ * writes as a copy's do.
  * lp_runs512_flush: streams what is left of the runs draining (after the last tile).
  * lp_seams512: the seams of a whole output whose rows start `head` items before a line
  * boundary (see lp_transpose_streamed), for output rows 1 to m - 1, src being its row `head`

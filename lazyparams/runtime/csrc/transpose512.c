@@ -2,10 +2,10 @@
  * line (64 bytes) of each of a line's worth of rows (of the input itself, a staged strip, or the
  * seams): blocks of 32 rows of 2-byte items, each register filled with a lane of four rows and
  * streamed out as a whole output line as it is done (bfloat16 staged as float16 by
- * lp_stage512_halves, the seams converted as they go out); blocks of 64 rows of 1-byte items, 16 or 8 of the wider, loaded a line at a
- * time and rearranged across their lanes at the end (half the register work of loading lanes,
- * where 2-byte items keep the other way: their staged tiles of bfloat16 to float16 measure a
- * tenth faster so).
+ * lp_stage512_halves, the seams converted as they go out); blocks of 64 rows of 1-byte items,
+ * 16 or 8 of the wider, loaded a line at a time and rearranged across their lanes at the end
+ * (half the register work of loading lanes, where 2-byte items keep the other way: their
+ * staged tiles of bfloat16 to float16 measure a tenth faster so).
  *
  * The direct tiles of the wider blocks gather their lines into runs, a tile's depth of each
  * output row (128 bytes, DIRECT512_ROWS; single lines at a time write twice as slow as runs

@@ -9,9 +9,9 @@
  * sequential ones. Two ways around it:
  *
  * - staged: a strip first copies a page's worth of each of its rows, row after row, into a
- *   stage (converting the items on the way), then transposes the stage one cache line of columns at a
- *   time: the register blocks of those columns go to a small second stage whose rows are whole
- *   output runs, streamed to the output. Any conversion, any item size.
+ *   stage (converting the items on the way), then transposes the stage one cache line of
+ *   columns at a time: the register blocks of those columns go to a small second stage whose
+ *   rows are whole output runs, streamed to the output. Any conversion, any item size.
  * - direct (plain copies, where the CPU is one it is tuned for): tiles small enough to stay in
  *   the L2 cache (rows of 2 KiB), transposed straight from the input, while the next tile is
  *   prefetched row after row, a share of it after each line of columns. The reads of one tile
