@@ -1,7 +1,8 @@
 /* The casts' AVX-512 loops, used where the CPU has them: 1-byte codes looked up in registers
  * by VBMI's byte permutes (lp_has_vbmi; a 256-entry table of bytes is four registers, two
- * permutes and a blend a vector of 64 codes), and the 16-bit floats to float8 computed in
- * 16-bit lanes, 32 values a register (F and BW, lp_has_avx512). Heads and tails are masked vectors, large
+ * permutes and a blend a vector of 64 codes), the 16-bit floats to float8 computed in
+ * 16-bit lanes, 32 values a register (F and BW, lp_has_avx512), and float16 to bfloat16 by
+ * AVX-512 BF16's rounding (lp_has_bf16). Heads and tails are masked vectors, large
  * outputs streamed around the cache from their first 64-byte boundary on. */
 #include "native.h"
 
@@ -202,6 +203,47 @@ BW512 void lp_half_to_float8_512(const uint16_t *x, uint8_t *out, Py_ssize_t n, 
         _mm_sfence();
     } else {
         TO_FLOAT8_SPAN(x, out, n, 0);
+    }
+}
+#define BF16_512 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+/* `m` (32, or fewer, masked) float16 to bfloat16: their exact float32 values (float16 holds no
+ * float32 subnormal, which the rounding would flush) rounded half to even by the CPU's
+ * bfloat16 conversion, every NaN made bfloat16's quiet NaN of its sign, as ml_dtypes does.
+ * One conversion for every vector, whatever its values. */
+BF16_512 INLINE void to_bfloat_block(const uint16_t *x, uint16_t *out, Py_ssize_t m,
+                                     const int stream) {
+    const __mmask32 keep = (__mmask32)low_bits(m);
+    const __m512i v = m >= 32 ? _mm512_loadu_si512(x) : _mm512_maskz_loadu_epi16(keep, x);
+    const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+    const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1));
+    __m512i r = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    const __m512i sign = _mm512_and_si512(v, SET16(0x8000));
+    const __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_andnot_si512(sign, v), SET16(0x7C00));
+    r = _mm512_mask_mov_epi16(r, nan, _mm512_or_si512(sign, SET16(0x7FC0)));
+    if (m >= 32) put64(out, r, stream);
+    else _mm512_mask_storeu_epi16(out, keep, r);
+}
+
+BF16_512 INLINE void to_bfloat_span(const uint16_t *x, uint16_t *out, Py_ssize_t m,
+                                    const int stream) {
+    Py_ssize_t i = 0;
+    for (; i + 32 <= m; i += 32) {
+        PREFETCH(x + i, LP_CAST_PREFETCH_BYTES);
+        to_bfloat_block(x + i, out + i, 32, stream);
+    }
+    if (i < m) to_bfloat_block(x + i, out + i, m - i, 0);
+}
+
+/* float16 to bfloat16 (where lp_has_bf16). */
+BF16_512 void lp_half_to_bfloat_512(const uint16_t *x, uint16_t *out, Py_ssize_t n) {
+    Py_ssize_t head = stream_head64(out, 2, n);
+    if (head >= 0) {
+        to_bfloat_span(x, out, head, 0);
+        to_bfloat_span(x + head, out + head, n - head, 1);
+        _mm_sfence();
+    } else {
+        to_bfloat_span(x, out, n, 0);
     }
 }
 #endif

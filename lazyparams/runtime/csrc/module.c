@@ -6,14 +6,15 @@
 
 int lp_has_f16c = 0;
 static int cpu_has_f16c = 0; /* what the CPU has; lp_has_f16c is what the loops use */
-int lp_has_avx512 = 0, lp_has_vbmi = 0;
-/* what the CPU has (AVX-512 F and BW; VBMI), and whether tests let the loops use them */
-static int cpu_has_avx512 = 0, cpu_has_vbmi = 0, want_avx512 = 1;
+int lp_has_avx512 = 0, lp_has_vbmi = 0, lp_has_bf16 = 0;
+/* what the CPU has (AVX-512 F and BW; VBMI; BF16), and whether tests let the loops use them */
+static int cpu_has_avx512 = 0, cpu_has_vbmi = 0, cpu_has_bf16 = 0, want_avx512 = 1;
 
 /* The AVX-512 flags the loops read, from what the CPU has and what is allowed. */
 static void set_avx512(void) {
     lp_has_avx512 = want_avx512 && lp_has_f16c && cpu_has_avx512;
     lp_has_vbmi = lp_has_avx512 && cpu_has_vbmi;
+    lp_has_bf16 = lp_has_avx512 && cpu_has_bf16;
 }
 
 /* `obj`'s buffer by the buffer protocol's `flags`; where it has none such (not a buffer,
@@ -188,6 +189,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     lp_has_f16c = cpu_has_f16c;
     cpu_has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     cpu_has_vbmi = cpu_has_avx512 && __builtin_cpu_supports("avx512vbmi");
+    cpu_has_bf16 = cpu_has_avx512 && __builtin_cpu_supports("avx512bf16");
     set_avx512();
 #endif
     PyObject *m = PyModule_Create(&module);

@@ -56,7 +56,7 @@
 extern int lp_has_f16c;
 /* Whether it also has AVX-512 F and BW, for the casts' widest loops; and VBMI (the byte
  * permutes), for their lookups in registers. */
-extern int lp_has_avx512, lp_has_vbmi;
+extern int lp_has_avx512, lp_has_vbmi, lp_has_bf16;
 
 /* A buffer argument: the object's memory, its shape and byte strides. */
 typedef struct {
@@ -169,9 +169,10 @@ void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int h
 
 /* The AVX-512 loops of cast512.c: out[i] = table[x[i]] for byte codes and entries of `t` (1
  * or 2) bytes (only where lp_has_vbmi); float16 (`half`) or bfloat16 to a float8 (where
- * lp_has_avx512). */
+ * lp_has_avx512); float16 to bfloat16 (where lp_has_bf16). */
 void lp_lookup8_512(const uint8_t *x, void *out, Py_ssize_t t, const void *table, Py_ssize_t n);
 void lp_half_to_float8_512(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half, int finite);
+void lp_half_to_bfloat_512(const uint16_t *x, uint16_t *out, Py_ssize_t n);
 
 /* The Python functions, with their docstrings. */
 PyObject *lp_transpose2d(PyObject *self, PyObject *args);
