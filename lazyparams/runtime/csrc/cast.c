@@ -292,15 +292,24 @@ static void half_to_float8(const uint16_t *x, uint8_t *out, Py_ssize_t n, int bf
     }
 }
 
+/* float16 to bfloat16: by AVX-512 BF16's rounding where the CPU has it (cast512.c), else by
+ * the AVX2 or portable loop. */
+static void half_to_bfloat(const uint16_t *x, uint16_t *out, Py_ssize_t n) {
+#if LP_X86
+    if (lp_has_bf16) {
+        lp_half_to_bfloat_512(x, out, n);
+        return;
+    }
+#endif
+    f16_to_bf16(x, out, n);
+}
+
 /* The casts from 16-bit floats, by kind (CAST16_KINDS' place). */
 static void cast16(int which, const uint16_t *x, void *out, Py_ssize_t n) {
     if (which == 0) bf16_to_f32(x, out, n);
     else if (which == 1) bf16_to_f16(x, out, n);
     else if (which == 2) f16_to_f32(x, out, n);
-#if LP_X86
-    else if (which == 3 && lp_has_bf16) lp_half_to_bfloat_512(x, out, n); /* cast512.c */
-#endif
-    else if (which == 3) f16_to_bf16(x, out, n);
+    else if (which == 3) half_to_bfloat(x, out, n);
     else if (which == 8) lp_half_to_double(x, out, n); /* cast64.c */
     else half_to_float8(x, out, n, which < 6, which % 2 == 0);
 }

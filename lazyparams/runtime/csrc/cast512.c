@@ -32,6 +32,22 @@ static Py_ssize_t stream_head64(const void *out, Py_ssize_t size, Py_ssize_t n) 
     return head < n ? head : n;
 }
 
+/* SPAN(x, out, m, ..., stream) over `n` elements of `size` output bytes: cached up to the
+ * output's first 64-byte boundary and streamed from there where the output is large
+ * (stream_head64), else all cached. */
+#define STREAMED_SPANS(SPAN, x, out, size, n, ...)                                             \
+    do {                                                                                       \
+        const Py_ssize_t head_ = stream_head64(out, size, n);                                  \
+        if (head_ >= 0) {                                                                      \
+            SPAN(x, out, head_, ##__VA_ARGS__, 0);                                             \
+            SPAN((x) + head_, (void *)((char *)(out) + head_ * (size)), (n) - head_,          \
+                 ##__VA_ARGS__, 1);                                                            \
+            _mm_sfence();                                                                      \
+        } else {                                                                               \
+            SPAN(x, out, n, ##__VA_ARGS__, 0);                                                 \
+        }                                                                                      \
+    } while (0)
+
 /* The first `m` (below 64) bits set. */
 INLINE uint64_t low_bits(Py_ssize_t m) { return m >= 64 ? ~0ull : (1ull << m) - 1; }
 
@@ -87,14 +103,7 @@ V512 INLINE void lookup_span(const uint8_t *x, void *out, Py_ssize_t m, const __
 
 V512 static void lookup8(const uint8_t *x, void *out, Py_ssize_t n, const __m512i *lo,
                          const __m512i *hi, const int wide) {
-    Py_ssize_t head = stream_head64(out, wide ? 2 : 1, n);
-    if (head >= 0) {
-        lookup_span(x, out, head, lo, hi, wide, 0);
-        lookup_span(x + head, (char *)out + head * (wide ? 2 : 1), n - head, lo, hi, wide, 1);
-        _mm_sfence();
-    } else {
-        lookup_span(x, out, n, lo, hi, wide, 0);
-    }
+    STREAMED_SPANS(lookup_span, x, out, wide ? 2 : 1, n, lo, hi, wide);
 }
 
 /* out[i] = table[x[i]] for `n` byte codes and a table of 256 entries of `t` (1 or 2) bytes. */
@@ -196,14 +205,7 @@ BW512 INLINE void to_float8_span(const uint16_t *x, uint8_t *out, Py_ssize_t m, 
 /* float16 (`half`) or bfloat16 to float8_e4m3fn (`finite`) or float8_e5m2. */
 BW512 void lp_half_to_float8_512(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
                                 int finite) {
-    Py_ssize_t head = stream_head64(out, 1, n);
-    if (head >= 0) {
-        TO_FLOAT8_SPAN(x, out, head, 0);
-        TO_FLOAT8_SPAN(x + head, out + head, n - head, 1);
-        _mm_sfence();
-    } else {
-        TO_FLOAT8_SPAN(x, out, n, 0);
-    }
+    STREAMED_SPANS(TO_FLOAT8_SPAN, x, out, 1, n);
 }
 #define BF16_512 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
@@ -237,13 +239,6 @@ BF16_512 INLINE void to_bfloat_span(const uint16_t *x, uint16_t *out, Py_ssize_t
 
 /* float16 to bfloat16 (where lp_has_bf16). */
 BF16_512 void lp_half_to_bfloat_512(const uint16_t *x, uint16_t *out, Py_ssize_t n) {
-    Py_ssize_t head = stream_head64(out, 2, n);
-    if (head >= 0) {
-        to_bfloat_span(x, out, head, 0);
-        to_bfloat_span(x + head, out + head, n - head, 1);
-        _mm_sfence();
-    } else {
-        to_bfloat_span(x, out, n, 0);
-    }
+    STREAMED_SPANS(to_bfloat_span, x, out, 2, n);
 }
 #endif

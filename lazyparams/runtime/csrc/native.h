@@ -113,7 +113,7 @@ typedef struct {
 } LpConvert;
 
 #define LP_CONVERT_COPY 0
-#define LP_CONVERT_BF16_F16 6 /* "bfloat16>float16": streamed transposes convert it in registers */
+#define LP_CONVERT_BF16_F16 6 /* "bfloat16>float16": streamed transposes convert it as they stage */
 #define LP_CONVERT_LOOKUP 9 /* this kind and the float8 ones after it read `table` */
 #define LP_CONVERT_KINDS 12
 extern const char *const LP_CONVERT_NAMES[LP_CONVERT_KINDS];
