@@ -16,7 +16,10 @@ what the call before left there (with `--warm`, not). Otherwise the variant afte
 version pays for writing back the lines that one left dirty (a float8 transpose then measured
 2.1 times a copy, the same loop into another output 1.4), and a kernel timed back to back
 finds its input still in the L3 cache. Converting a checkpoint, the data comes from the page
-cache, not the CPU's.
+cache, not the CPU's. Even so, a call right after another variant's measures slower than one
+after a call of its own (a float8 transpose right after the copy 1.8 times a copy's time, after
+a call of its own 1.5): so each timed call follows an untimed one of the same variant, each
+after the read.
 
     python benchmarks/bench_kernels.py --sizes 64,256 --repeat 7
 """
@@ -266,10 +269,17 @@ SETTLE_BYTES = 96 * MIB
 _settle: list[Array] = []  # the data read before each timed call (none with --warm)
 
 
-def _time(fn: Callable[[], Any]) -> float:
-    clock = _clock[0]
+def _settle_cache() -> None:
     for other in _settle:
         np.bitwise_or.reduce(other)  # evicts the cache's lines, writing back the dirty ones
+
+
+def _time(fn: Callable[[], Any]) -> float:
+    clock = _clock[0]
+    _settle_cache()
+    if _settle:  # a call of its own first, its lines evicted in turn (see the module's doc)
+        fn()
+        _settle_cache()
     start = clock()
     result = fn()
     elapsed = clock() - start

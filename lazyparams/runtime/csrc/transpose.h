@@ -130,11 +130,13 @@ typedef struct {
  * 2-byte items, `rows` (a multiple of 32) rows `stride` apart (whole lines) against `cols`
  * columns, streamed to dst (a line boundary, its rows a whole number of lines apart).
  * lp_stage512_halves: `rows` rows of `count` bfloat16 `ss` apart staged as float16 for it
- * (rows `stride` apart, whole lines), prefetching `ahead` rows ahead. lp_direct512: a direct
+ * (rows `stride` apart, whole lines), prefetching `ahead` rows ahead a line at a time.
+ * lp_direct512: a direct
  * tile of `size`-byte items straight from the input, `rows` (a whole number of lines) rows
- * `ss` apart against `cols` columns, its runs through `runs` (see lp_runs512_flush), after
- * each line of columns prefetching a share of the next tile's `nrows` rows (`nbytes` of each
- * from `next`, rows `ss` apart) into the L2 cache, so that its reads overlap this tile's
+ * `ss` apart against `cols` columns, its runs through `runs` (see lp_runs512_flush),
+ * prefetching the next tile's `nrows` rows (`nbytes` of each from `next`, rows `ss` apart)
+ * into the L2 cache as it goes (a few lines with each block's loads of 1- or 2-byte items, a
+ * share after each line of columns of the others), so that its reads overlap this tile's
  * writes as a copy's do.
  * lp_runs512_flush: streams what is left of the runs draining (after the last tile).
  * lp_seams512: the seams of a whole output whose rows start `head` items before a line

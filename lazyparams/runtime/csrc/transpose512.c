@@ -8,12 +8,14 @@
  * staged tiles of bfloat16 to float16 measure a tenth faster so).
  *
  * The direct tiles of the wider blocks gather their lines into runs, a tile's depth of each
- * output row (128 bytes, DIRECT512_ROWS; single lines at a time write twice as slow as runs
- * of 128 bytes, and deeper tiles fall out of the L2 cache), and stream a line of the
- * previous line of columns' runs for each line they gather: reads, register work and writes then
+ * output row (256 bytes of 1-byte items, 128 of the others, DIRECT512_ROWS; single lines at a
+ * time write twice as slow as runs of 128 bytes, and deeper tiles fall out of the L2 cache),
+ * and stream a line of the previous line of columns' runs for each line they gather: reads, register work and writes then
  * overlap as a copy's do, where a burst of writes after each line of columns stalls the blocks
  * behind it (1-byte transposes took 2.5 times a copy's time so, against 1.9 with the lines
- * interleaved). benchmarks/bench_transpose_floor.py times these access patterns alone. */
+ * interleaved). The prefetches of the next tile are spread the same way for 1- and 2-byte
+ * items, a few with each register's loads (see Ahead). benchmarks/bench_transpose_floor.py
+ * times these access patterns alone. */
 #include "transpose.h"
 
 #if LP_X86
@@ -63,17 +65,42 @@ T512 static inline __attribute__((always_inline)) void drain_line(LpRuns *d) {
     if (d->at == d->run) d->at = 0, d->row++;
 }
 
+/* The lines of the next tile still to prefetch into the L2 cache, row after row: `nbytes` of
+ * each of its `rows` rows `ss` apart from `next`, `done` of them so far, the next at (`row`,
+ * `at`). With a cold cache a burst of a tile row's share after each line of columns fills the
+ * CPU's queue of misses and stalls the blocks behind it: 4096 x 4096 transposes of 1- and
+ * 2-byte items took 1.5-1.85 times a copy's time so, against 1.35-1.5 with `per` lines
+ * prefetched with each quarter of every block's loads (4- and 8-byte items measure faster with
+ * the bursts: a fifth to a third slower spread). */
+typedef struct {
+    const char *next;
+    Py_ssize_t ss, nbytes, rows, done, row, at;
+    int per;
+} Ahead;
+
+/* Prefetches the next `count` lines of `a`, as far as it has them. */
+T512 static inline __attribute__((always_inline)) void prefetch_lines(Ahead *a, Py_ssize_t count) {
+    for (; count > 0 && a->row < a->rows; count--) {
+        _mm_prefetch(a->next + a->row * a->ss + a->at, _MM_HINT_T1);
+        a->done++;
+        a->at += 64;
+        if (a->at >= a->nbytes) a->at = 0, a->row++;
+    }
+}
+
 /* The block of 32 rows of 2-byte items `ss` apart from `src` (64 bytes of each) to the first
  * `count` of its 32 output lines, `ds` apart from `dst` (a line boundary), streamed or stored
- * through the cache. Each register takes 16 bytes of the same columns from rows i, i + 8,
+ * through the cache, prefetching `ahead->per` lines of `ahead` (where not NULL) for each
+ * quarter of the columns. Each register takes 16 bytes of the same columns from rows i, i + 8,
  * i + 16 and i + 24, one per lane: three rounds within the lanes then leave each register a
  * whole output line. */
 T512 static inline __attribute__((always_inline)) void block32(const char *src, Py_ssize_t ss,
                                                               char *dst, Py_ssize_t ds,
-                                                              Py_ssize_t count,
-                                                              const int stream) {
+                                                              Py_ssize_t count, const int stream,
+                                                              Ahead *ahead) {
     for (int q = 0; q < 4; q++) {
         __m512i r[8], a[8];
+        if (ahead) prefetch_lines(ahead, ahead->per);
         for (int i = 0; i < 8; i++) {
             const char *at = src + i * ss + 16 * q;
             __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)at));
@@ -96,19 +123,21 @@ T512 static inline __attribute__((always_inline)) void block32(const char *src, 
 /* The block of a line's worth of rows of 1-, 4- or 8-byte items (64 / size, `ss` apart from
  * `src`; 64 bytes of each) to the first `count` of its output lines, `ds` apart from `dst` (a
  * line boundary, stored through the cache), streaming a line of `drain` (where not NULL) for
- * each. Each quarter of the rows (k = 16 / size, a register each) goes through the rounds within
+ * each and prefetching `ahead->per` lines of `ahead` (where not NULL) after the loads of each
+ * quarter of the rows. Each quarter of the rows (k = 16 / size, a register each) goes through the rounds within
  * the 128-bit lanes (log2 k of them), which leave register c's lane q holding column k * q + c
  * of those rows; the lanes of the quarters' registers c, transposed, are then whole output
  * lines. */
 T512 static inline __attribute__((always_inline)) void block(const char *src, Py_ssize_t ss,
                                                             char *dst, Py_ssize_t ds,
                                                             Py_ssize_t count, const int size,
-                                                            LpRuns *drain) {
+                                                            LpRuns *drain, Ahead *ahead) {
     const int k = 16 / size, log = size == 8 ? 0 : size == 4 ? 1 : 3;
     __m512i quarters[16][4]; /* [c][g]: register c of quarter g */
     for (int g = 0; g < 4; g++) {
         __m512i r[16], a[16];
         for (int i = 0; i < k; i++) r[i] = _mm512_loadu_si512(src + (g * k + i) * ss);
+        if (ahead) prefetch_lines(ahead, ahead->per);
         switch (size) { /* rounds alternate between r and a: an even count ends in r */
         case 1: round512(r, a, k, 1); round512(a, r, k, 2); round512(r, a, k, 4);
                 round512(a, r, k, 8); break;
@@ -133,8 +162,8 @@ T512 static inline __attribute__((always_inline)) void block_to(const char *src,
                                                                char *dst, Py_ssize_t ds,
                                                                Py_ssize_t count,
                                                                const int size) {
-    if (size == 2) block32(src, ss, dst, ds, count, 0);
-    else block(src, ss, dst, ds, count, size, NULL);
+    if (size == 2) block32(src, ss, dst, ds, count, 0, NULL);
+    else block(src, ss, dst, ds, count, size, NULL, NULL);
 }
 
 /* A staged tile of 2-byte items: `rows` (a multiple of 32) rows `stride` apart from `stage`
@@ -149,16 +178,19 @@ T512 void lp_tile512_2(const char *stage, Py_ssize_t stride, char *dst, Py_ssize
         for (Py_ssize_t b = 0; b < rows; b += 32) {
             const char *from = stage + b * stride + j * 2;
             char *to = dst + j * ds + b * 2;
-            block32(from, stride, to, ds, count, 1);
+            block32(from, stride, to, ds, count, 1, NULL);
         }
     }
 }
 
 /* Copies `rows` rows of `count` bfloat16 (`ss` bytes apart from `src`) to the stage's rows
- * (`stride` apart, whole lines) as float16, prefetching `ahead` rows ahead; the last line of
- * each row is filled out with zeros. Converting on the way in, where the copy waits on the
- * input's reads, rather than as the transposed lines go out: 4096 x 4096 bfloat16 to float16
- * transposes took 1.5-1.7 times a copy's time so, against 1.75-1.9. */
+ * (`stride` apart, whole lines) as float16, prefetching `ahead` rows ahead, a line with each
+ * line converted; the last line of each row is filled out with zeros. Converting on the way
+ * in, where the copy waits on the input's reads, rather than as the transposed lines go out
+ * (4096 x 4096 bfloat16 to float16 transposes took 1.5-1.7 times a copy's time so, against
+ * 1.75-1.9 with the cache cold); prefetching a line at a time rather than a row's lines in a
+ * burst before it, which fill the CPU's queue of misses (1.35-1.4 against 1.7-1.8, and on
+ * 8192 x 8192 1.65-1.7 against 1.9). */
 T512 void lp_stage512_halves(const char *src, Py_ssize_t ss, char *stage, Py_ssize_t stride,
                              Py_ssize_t rows, Py_ssize_t count, Py_ssize_t ahead) {
     const Py_ssize_t bytes = count * 2, whole = bytes / 64 * 64;
@@ -166,12 +198,12 @@ T512 void lp_stage512_halves(const char *src, Py_ssize_t ss, char *stage, Py_ssi
     for (Py_ssize_t r = 0; r < rows; r++) {
         const char *row = src + r * ss;
         char *to = stage + r * stride;
-        for (Py_ssize_t b = 0; r + ahead < rows && b < bytes; b += 64) {
-            _mm_prefetch(row + ahead * ss + b, _MM_HINT_T0);
-        }
+        const int ahead_ok = r + ahead < rows;
         for (Py_ssize_t b = 0; b < whole; b += 64) {
+            if (ahead_ok) _mm_prefetch(row + ahead * ss + b, _MM_HINT_T0);
             _mm512_store_si512((void *)(to + b), halves512(_mm512_loadu_si512(row + b)));
         }
+        if (ahead_ok && whole < bytes) _mm_prefetch(row + ahead * ss + whole, _MM_HINT_T0);
         if (tail) {
             const __m512i x = _mm512_maskz_loadu_epi16(tail, row + whole);
             _mm512_store_si512((void *)(to + whole), halves512(x));
@@ -199,23 +231,14 @@ T512 static inline __attribute__((always_inline)) void start_drain(LpRuns *d, co
     d->half ^= 1;
 }
 
-/* Prefetches rows [from, to) of the next tile (`nbytes` of each from `next`, rows `ss` apart)
- * into the L2 cache; returns `to`. */
-T512 static inline __attribute__((always_inline)) Py_ssize_t
-prefetch_share(const char *next, Py_ssize_t ss, Py_ssize_t nbytes, Py_ssize_t from, Py_ssize_t to) {
-    for (Py_ssize_t r = from; r < to; r++) {
-        for (Py_ssize_t x = 0; x < nbytes; x += 64) _mm_prefetch(next + r * ss + x, _MM_HINT_T1);
-    }
-    return to;
-}
-
 /* A direct tile (see lp_direct512) of `size`-byte items. Each line of columns goes a block of
  * rows after another: for 2-byte items streamed straight to the output; for the others to the
  * half of the runs buffer that is not draining, after which the rest of the draining half goes
  * out and this line's runs start draining. The lines of columns start on lines of the input
  * row `src` (the columns before the first such go first, on their own); a partial one (those,
  * or the last) goes by way of a block of its own, as the input's row ends may not be read
- * past. */
+ * past. The next tile is prefetched as its blocks load (1- and 2-byte items), or a share of it
+ * after each line of columns (see Ahead). */
 T512 static inline __attribute__((always_inline)) void direct_tile(
     const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, Py_ssize_t rows, Py_ssize_t cols,
     const char *next, Py_ssize_t nrows, Py_ssize_t nbytes, LpRuns *runs, const int size) {
@@ -224,8 +247,14 @@ T512 static inline __attribute__((always_inline)) void direct_tile(
     const Py_ssize_t lead = (Py_ssize_t)((64 - (uintptr_t)src % 64) % 64) / size;
     const Py_ssize_t groups = (lead > 0) + (cols - lead + line - 1) / line;
     _Alignas(64) char edge[64 * 64];
-    Py_ssize_t fetched = 0, j = 0;
+    Py_ssize_t j = 0;
     LpRuns d = *runs; /* a local copy, which the compiler can keep in registers */
+    const Py_ssize_t lines = nrows * ((nbytes + 63) / 64);
+    const Py_ssize_t quarters = 4 * groups * (rows / line > 0 ? rows / line : 1);
+    const int spread = size <= 2;
+    Ahead ahead = {next, ss, nbytes, nrows, 0, 0, 0, 0};
+    if (spread) ahead.per = (int)((lines + quarters - 1) / quarters);
+    Ahead *each = spread ? &ahead : NULL;
     for (Py_ssize_t g = 0; g < groups; g++) {
         const Py_ssize_t want = g == 0 && lead > 0 ? lead : line;
         const Py_ssize_t count = cols - j < want ? cols - j : want;
@@ -240,12 +269,12 @@ T512 static inline __attribute__((always_inline)) void direct_tile(
                 from = edge;
                 stride = 64;
             }
-            if (size == 2) block32(from, stride, dst + j * ds + b * 2, ds, count, 1);
-            else block(from, stride, to + b * size, run, count, size, &d);
+            if (size == 2) block32(from, stride, dst + j * ds + b * 2, ds, count, 1, each);
+            else block(from, stride, to + b * size, run, count, size, &d, each);
         }
         if (size != 2) start_drain(&d, to, dst + j * ds, ds, run, count);
         j += count;
-        fetched = prefetch_share(next, ss, nbytes, fetched, nrows * (g + 1) / groups);
+        if (!spread) prefetch_lines(&ahead, lines * (g + 1) / groups - ahead.done);
     }
     *runs = d;
 }

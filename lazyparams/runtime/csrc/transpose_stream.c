@@ -19,8 +19,9 @@
  *   AMD Zen 5 a 4096 x 4096 float64 transpose takes 1.05 times a copy's time against the
  *   staged strips' 1.55, float32 1.3 against 1.6, by the AVX2 blocks of 4- and 8-byte items
  *   (16 or 32 rows). Where the CPU has AVX-512 the blocks of transpose512.c take every item
- *   size instead (DIRECT512_ROWS), their output lines gathered into runs that stream out while
- *   the next line of columns is transposed.
+ *   size instead (DIRECT512_ROWS, rows of 1 KiB), their output lines gathered into runs that
+ *   stream out while the next line of columns is transposed, the next tile prefetched a few
+ *   lines at a time as the blocks load (1- and 2-byte items).
  *
  * Arrays start 16 bytes into a cache line (numpy's allocator and the buffer pool's), so each
  * output row of a whole output begins and ends with a part of a line, the end of one row and
@@ -51,19 +52,19 @@ static int direct_path = -1;
  * items, 32 of 4-byte ones). More rows fall out of the L2 cache where the input's rows are a
  * power of two apart (they share its sets); shorter rows read slower, as do shorter runs of
  * the output stream; 1 or 4 KiB rows are a few percent slower. */
-#ifndef DIRECT_BYTES
 #define DIRECT_BYTES 2048
-#endif
-/* Input rows of a direct tile of plain copies by the AVX-512 blocks of transpose512.c (columns
- * as DIRECT_BYTES): runs of 128 bytes to each output row, 192 for 2-byte items. Deeper tiles
- * fall out of the L2 cache where rows are a power of two apart: the lines of one column of a
- * tile share its sets, and rows of 8 KiB leave each such column 8 sets of 16 ways, 128 lines
- * (AMD Zen 5's 1 MiB L2). On Zen 5, 1-byte tiles of 256 rows took 2.0 times a copy's time on
- * 8192 x 8192 and 4096 x 14336 against 1.75-1.85 with 128 (and 64 rows write runs too short);
- * 2-byte tiles of 96 rows 1.35-1.65 against 1.4-1.75 with 64 and 1.5-1.8 with 128 (160:
- * 1.7-2.2), 4- and 8-byte ones slower with more rows than these. 2-byte blocks of
+/* Input rows and columns (bytes of each row) of a direct tile of plain copies by the AVX-512
+ * blocks of transpose512.c: runs of 256 bytes to each output row for 1-byte items, 192 for
+ * 2-byte ones, 128 for the others; rows of 1 KiB. Deeper tiles fall out of the L2 cache where
+ * rows are a power of two apart: the lines of one column of a tile share its sets, and rows
+ * of 8 KiB leave each such column 8 sets of 16 ways, 128 lines (AMD Zen 5's 1 MiB L2). On Zen
+ * 5 with the cache cold, 1-byte tiles of 256 rows by 1 KiB took 1.55-1.8 times a copy's time
+ * on 4096 x 4096, 8192 x 8192 and 14336 x 4096, against 1.75-1.9 of 128 by 2 KiB; 2-byte tiles
+ * of 96 rows 1.3-1.4 (128 rows: 1.35-1.45; with the prefetches in bursts 64 and 160 rows were
+ * slower), 4- and 8-byte ones 1.5 times slower with twice their rows. 2-byte blocks of
  * whole-line loads into drained runs (as the 1-byte ones) measure slower, of 64 rows or 128. */
-#define DIRECT512_ROWS(SIZE) ((SIZE) == 2 ? 96 : 128 / (SIZE))
+#define DIRECT512_ROWS(SIZE) ((SIZE) == 1 ? 256 : (SIZE) == 2 ? 96 : 128 / (SIZE))
+#define DIRECT512_BYTES 1024
 #ifndef DIRECT_RUN
 #define DIRECT_RUN 128
 #endif
@@ -310,7 +311,10 @@ static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_s
                           : how == TILES_DIRECT    ? DIRECT_RUN / size
                                                    : STREAM_ROWS(size, amd);
     const Py_ssize_t width = tile_width(m, isz > size ? isz : size,
-                                        direct ? DIRECT_BYTES : PAGE_BYTES, line);
+                                        how == TILES_DIRECT512 ? DIRECT512_BYTES
+                                        : direct               ? DIRECT_BYTES
+                                                               : PAGE_BYTES,
+                                        line);
     PagePlan p = {src, dst, ss, ds, n, m, size, isz, most, line, width,
                   ((width * size + 63) / 64 | 1) * 64, head ? line : 0, 0, conv, NULL};
     Scratch s;
