@@ -11,7 +11,7 @@ to). At 8192, rows 8 KiB apart, the lines of one column of a tile share 8 sets o
 16-way L2 cache, 128 lines: a tile of 256 rows cannot keep them all there. Needs an x86-64 C
 compiler (`cc`); prints a markdown table.
 
-    python benchmarks/bench_transpose_floor.py --repeat 9 [--side 8192]
+    python benchmarks/bench_transpose_floor.py --repeat 9 [--side 8192] [--cold]
 """
 
 from __future__ import annotations
@@ -38,9 +38,11 @@ def build(folder: Path, side: int = 4096) -> Path:
     return program
 
 
-def measure(program: Path, repeat: int) -> list[tuple[str, float, float]]:
-    """Run the program: (pattern, best milliseconds, ratio to memcpy) for each pattern."""
-    out = subprocess.run([str(program), str(repeat)], check=True, capture_output=True, text=True)
+def measure(program: Path, repeat: int, cold: bool = False) -> list[tuple[str, float, float]]:
+    """Run the program: (pattern, best milliseconds, ratio to memcpy) for each pattern; with
+    `cold`, each pattern from a cache evicted by a read of other data."""
+    argv = [str(program), str(repeat)] + (["cold"] if cold else [])
+    out = subprocess.run(argv, check=True, capture_output=True, text=True)
     rows = []
     for line in out.stdout.splitlines():
         name, ms, ratio = line.split("\t")
@@ -52,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9, help="rounds; the best time is kept")
     parser.add_argument("--side", type=int, default=4096, help="rows and columns of the matrix")
+    parser.add_argument(
+        "--cold", action="store_true", help="evict the caches (a read of 96 MiB) before each"
+    )
     args = parser.parse_args(argv)
     if args.side < 4096 or args.side % 4096:
         print(
@@ -63,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_transpose_floor: x86-64 only, this is {platform.machine()}", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as folder:
-        rows = measure(build(Path(folder), args.side), args.repeat)
-    print(f"{platform.processor() or platform.machine()}; best of {args.repeat}\n")
+        rows = measure(build(Path(folder), args.side), args.repeat, args.cold)
+    cache = "cold" if args.cold else "warm"
+    print(f"{platform.processor() or platform.machine()}; best of {args.repeat}, {cache} cache\n")
     mib = args.side * args.side >> 20
     print(f"| pattern ({args.side} x {args.side}, {mib} MiB) | ms | / memcpy |\n|---|---|---|")
     for name, ms, ratio in rows:

@@ -15,6 +15,7 @@
  * - both: the tiles read and their runs written in one pass, the lines moved whole (a transpose
  *   without its arithmetic: what the register blocks add comes on top).
  *
+ * With `cold` after the rounds, each pattern starts from a cache evicted by a read of 96 MiB.
  * Prints one line per pattern: its name and its best time over memcpy's. */
 #include <immintrin.h>
 #include <stdint.h>
@@ -28,6 +29,7 @@
 #define N 4096 /* rows and columns (a multiple of 4096; bench_transpose_floor.py's --side) */
 #endif
 #define BYTES ((size_t)N * N)
+#define EVICT_BYTES ((size_t)96 << 20)
 
 static double seconds(void) {
     struct timespec t;
@@ -134,6 +136,14 @@ static __m128i read_all(const char *src) {
     return acc;
 }
 
+/* Reads 96 MiB of other data, evicting the caches' lines (with a cold start, before each
+ * pattern). */
+static __m128i read_evict(const char *other) {
+    __m128i acc = _mm_setzero_si128();
+    for (size_t at = 0; at < EVICT_BYTES; at += 64) acc = read_line(other + at, acc);
+    return acc;
+}
+
 static char *matrix(void) {
     char *p = aligned_alloc(1 << 21, BYTES);
     if (p == NULL) exit(1);
@@ -145,6 +155,8 @@ static char *matrix(void) {
 int main(int argc, char **argv) {
     const int repeat = argc > 1 ? atoi(argv[1]) : 9;
     char *src = matrix(), *dst = matrix();
+    char *evict = argc > 2 && strcmp(argv[2], "cold") == 0 ? malloc(EVICT_BYTES) : NULL;
+    if (evict) memset(evict, 3, EVICT_BYTES);
     volatile int sink = 0;
     double best[24];
     const char *names[24];
@@ -155,6 +167,7 @@ int main(int argc, char **argv) {
         double t;
 #define TIME(NAME, CALL)                                  \
     do {                                                  \
+        if (evict) sink += _mm_cvtsi128_si32(read_evict(evict)); \
         t = seconds();                                    \
         CALL;                                             \
         t = seconds() - t;                                \
