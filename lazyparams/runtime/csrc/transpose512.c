@@ -10,12 +10,12 @@
  * The direct tiles of the wider blocks gather their lines into runs, a tile's depth of each
  * output row (256 bytes of 1-byte items, 128 of the others, DIRECT512_ROWS; single lines at a
  * time write twice as slow as runs of 128 bytes, and deeper tiles fall out of the L2 cache),
- * and stream a line of the previous line of columns' runs for each line they gather: reads, register work and writes then
- * overlap as a copy's do, where a burst of writes after each line of columns stalls the blocks
- * behind it (1-byte transposes took 2.5 times a copy's time so, against 1.9 with the lines
- * interleaved). The prefetches of the next tile are spread the same way for 1- and 2-byte
- * items, a few with each register's loads (see Ahead). benchmarks/bench_transpose_floor.py
- * times these access patterns alone. */
+ * and stream a line of the previous line of columns' runs for each line they gather: reads,
+ * register work and writes then overlap as a copy's do, where a burst of writes after each
+ * line of columns stalls the blocks behind it (1-byte transposes took 2.5 times a copy's time
+ * so, against 1.9 with the lines interleaved). The prefetches of the next tile are spread the
+ * same way for 1- and 2-byte items, a few lines with each quarter of a block's loads (see
+ * Ahead). benchmarks/bench_transpose_floor.py times these access patterns alone. */
 #include "transpose.h"
 
 #if LP_X86
@@ -124,10 +124,10 @@ T512 static inline __attribute__((always_inline)) void block32(const char *src, 
  * `src`; 64 bytes of each) to the first `count` of its output lines, `ds` apart from `dst` (a
  * line boundary, stored through the cache), streaming a line of `drain` (where not NULL) for
  * each and prefetching `ahead->per` lines of `ahead` (where not NULL) after the loads of each
- * quarter of the rows. Each quarter of the rows (k = 16 / size, a register each) goes through the rounds within
- * the 128-bit lanes (log2 k of them), which leave register c's lane q holding column k * q + c
- * of those rows; the lanes of the quarters' registers c, transposed, are then whole output
- * lines. */
+ * quarter of the rows. Each quarter of the rows (k = 16 / size, a register each) goes through
+ * the rounds within the 128-bit lanes (log2 k of them), which leave register c's lane q holding
+ * column k * q + c of those rows; the lanes of the quarters' registers c, transposed, are then
+ * whole output lines. */
 T512 static inline __attribute__((always_inline)) void block(const char *src, Py_ssize_t ss,
                                                             char *dst, Py_ssize_t ds,
                                                             Py_ssize_t count, const int size,
