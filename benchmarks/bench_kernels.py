@@ -276,10 +276,10 @@ def _settle_cache() -> None:
 
 def _time(fn: Callable[[], Any]) -> float:
     clock = _clock[0]
-    _settle_cache()
-    if _settle:  # a call of its own first, its lines evicted in turn (see the module's doc)
-        fn()
+    if _settle:  # a call of its own first (see the module's doc)
         _settle_cache()
+        fn()
+    _settle_cache()
     start = clock()
     result = fn()
     elapsed = clock() - start

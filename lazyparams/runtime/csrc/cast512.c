@@ -207,6 +207,7 @@ BW512 void lp_half_to_float8_512(const uint16_t *x, uint8_t *out, Py_ssize_t n, 
                                 int finite) {
     STREAMED_SPANS(TO_FLOAT8_SPAN, x, out, 1, n);
 }
+
 #define BF16_512 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
 /* `m` (32, or fewer, masked) float16 to bfloat16: their exact float32 values (float16 holds no

@@ -54,8 +54,8 @@
 
 /* Whether the CPU has AVX2 and F16C; set once when the module loads. */
 extern int lp_has_f16c;
-/* Whether it also has AVX-512 F and BW, for the casts' widest loops; and VBMI (the byte
- * permutes), for their lookups in registers. */
+/* Whether it also has AVX-512 F and BW, for the casts' widest loops; VBMI (the byte
+ * permutes), for their lookups in registers; and BF16, for float16 to bfloat16. */
 extern int lp_has_avx512, lp_has_vbmi, lp_has_bf16;
 
 /* A buffer argument: the object's memory, its shape and byte strides. */

@@ -131,10 +131,9 @@ typedef struct {
  * columns, streamed to dst (a line boundary, its rows a whole number of lines apart).
  * lp_stage512_halves: `rows` rows of `count` bfloat16 `ss` apart staged as float16 for it
  * (rows `stride` apart, whole lines), prefetching `ahead` rows ahead a line at a time.
- * lp_direct512: a direct
- * tile of `size`-byte items straight from the input, `rows` (a whole number of lines) rows
- * `ss` apart against `cols` columns, its runs through `runs` (see lp_runs512_flush),
- * prefetching the next tile's `nrows` rows (`nbytes` of each from `next`, rows `ss` apart)
+ * lp_direct512: a direct tile of `size`-byte items straight from the input, `rows` (a whole
+ * number of lines) rows `ss` apart against `cols` columns, its runs through `runs` (see
+ * lp_runs512_flush), prefetching the next tile's `nrows` rows (`nbytes` of each from `next`, rows `ss` apart)
  * into the L2 cache as it goes (a few lines with each block's loads of 1- or 2-byte items, a
  * share after each line of columns of the others), so that its reads overlap this tile's
  * writes as a copy's do.

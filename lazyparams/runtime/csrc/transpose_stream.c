@@ -241,6 +241,12 @@ static void gather_seams(const PagePlan *p, PageTile t, char *seam, Py_ssize_t t
 /* How the tiles of a streamed transpose go (see streamed_pages). */
 enum { TILES_STAGED, TILES_STAGED512, TILES_DIRECT, TILES_DIRECT512 };
 
+/* The bytes of each input row a tile of the way `how` reads, about. */
+static Py_ssize_t tile_bytes(int how) {
+    return how == TILES_DIRECT512 ? DIRECT512_BYTES : how == TILES_DIRECT ? DIRECT_BYTES
+                                                                          : PAGE_BYTES;
+}
+
 /* A streamed transpose's scratch, each on a line: the runs of a line of columns (two, for the
  * AVX-512 blocks' drain), the edge of a direct tile, and the stage. */
 typedef struct {
@@ -310,11 +316,7 @@ static Py_ssize_t streamed_pages(const char *src, Py_ssize_t ss, char *dst, Py_s
     const Py_ssize_t most = how == TILES_DIRECT512 ? DIRECT512_ROWS(size)
                           : how == TILES_DIRECT    ? DIRECT_RUN / size
                                                    : STREAM_ROWS(size, amd);
-    const Py_ssize_t width = tile_width(m, isz > size ? isz : size,
-                                        how == TILES_DIRECT512 ? DIRECT512_BYTES
-                                        : direct               ? DIRECT_BYTES
-                                                               : PAGE_BYTES,
-                                        line);
+    const Py_ssize_t width = tile_width(m, isz > size ? isz : size, tile_bytes(how), line);
     PagePlan p = {src, dst, ss, ds, n, m, size, isz, most, line, width,
                   ((width * size + 63) / 64 | 1) * 64, head ? line : 0, 0, conv, NULL};
     Scratch s;
