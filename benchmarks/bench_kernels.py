@@ -11,15 +11,15 @@ nanoseconds per input element; the ratios divide by the memcpy time. The `fused`
 `R.layout_cast` (q, k, v joined, transposed and cast in one pass, as `FuseLayoutCast` compiles
 `fuse-qkv+cast`), its "plain numpy" column the concat, transpose and cast kernels in turn.
 
-Each timed call starts from the same cache: a read of 96 MiB of other data before it evicts
-what the call before left there (with `--warm`, not). Otherwise the variant after numpy's
-version pays for writing back the lines that one left dirty (a float8 transpose then measured
-2.1 times a copy, the same loop into another output 1.4), and a kernel timed back to back
-finds its input still in the L3 cache. Converting a checkpoint, the data comes from the page
-cache, not the CPU's. Even so, a call right after another variant's measures slower than one
-after a call of its own (a float8 transpose right after the copy 1.8 times a copy's time, after
-a call of its own 1.5): so each timed call follows an untimed one of the same variant, each
-after the read.
+Each timed call starts from the same cache: a read of other data (twice the largest cache, at
+least 96 MiB: `cache_size.py`) before it evicts what the call before left there (with `--warm`,
+not). Otherwise the variant after numpy's version pays for writing back the lines that one left
+dirty (a float8 transpose then measured 2.1 times a copy, the same loop into another output
+1.4), and a kernel timed back to back finds its input still in the L3 cache. Converting a
+checkpoint, the data comes from the page cache, not the CPU's. Even so, a call right after
+another variant's measures slower than one after a call of its own (a float8 transpose right
+after the copy 1.8 times a copy's time, after a call of its own 1.5): so each timed call follows
+an untimed one of the same variant, each after the read.
 
     python benchmarks/bench_kernels.py --sizes 64,256 --repeat 7
 """
@@ -31,15 +31,20 @@ import functools
 import math
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
+
 import lazyparams.op  # noqa: F401  (registers the ops)
+from benchmarks.cache_size import eviction_bytes
 from lazyparams.runtime import fast, native, quant, run_kernel
 from lazyparams.runtime.pool import BUFFERS
 
@@ -265,7 +270,6 @@ def _buffers(nbytes: int) -> tuple[Array, Array]:
 
 CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
 _clock = [time.perf_counter]
-SETTLE_BYTES = 96 * MIB
 _settle: list[Array] = []  # the data read before each timed call (none with --warm)
 
 
@@ -378,7 +382,7 @@ def main() -> None:
     _clock[0] = CLOCKS[args.clock]
     _scale[0] = args.scale
     if not args.warm:
-        _settle.append(np.ones(SETTLE_BYTES // 8, np.uint64))
+        _settle.append(np.ones(eviction_bytes() // 8, np.uint64))
     print(
         f"numpy {np.__version__}, {os.cpu_count()} CPUs, {platform.processor() or 'cpu'}; "
         f"best of {args.repeat} ({args.clock} clock, {'warm' if args.warm else 'cold'} cache, "

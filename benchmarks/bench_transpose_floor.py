@@ -24,6 +24,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, too
+
+from benchmarks.cache_size import MIB, eviction_bytes
+
 SOURCE = Path(__file__).with_name("transpose_floor.c")
 
 
@@ -41,7 +45,9 @@ def build(folder: Path, side: int = 4096) -> Path:
 def measure(program: Path, repeat: int, cold: bool = False) -> list[tuple[str, float, float]]:
     """Run the program: (pattern, best milliseconds, ratio to memcpy) for each pattern; with
     `cold`, each pattern from a cache evicted by a read of other data."""
-    argv = [str(program), str(repeat)] + (["cold"] if cold else [])
+    argv = [str(program), str(repeat)]
+    if cold:
+        argv += ["cold", str(eviction_bytes() // MIB)]
     out = subprocess.run(argv, check=True, capture_output=True, text=True)
     rows = []
     for line in out.stdout.splitlines():
@@ -55,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=9, help="rounds; the best time is kept")
     parser.add_argument("--side", type=int, default=4096, help="rows and columns of the matrix")
     parser.add_argument(
-        "--cold", action="store_true", help="evict the caches (a read of 96 MiB) before each"
+        "--cold",
+        action="store_true",
+        help="evict the caches (a read of twice the largest, at least 96 MiB) before each",
     )
     args = parser.parse_args(argv)
     if args.side < 4096 or args.side % 4096:

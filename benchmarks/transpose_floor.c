@@ -15,7 +15,8 @@
  * - both: the tiles read and their runs written in one pass, the lines moved whole (a transpose
  *   without its arithmetic: what the register blocks add comes on top).
  *
- * With `cold` after the rounds, each pattern starts from a cache evicted by a read of 96 MiB.
+ * With `cold MIB` after the rounds, each pattern starts from a cache evicted by a read of MIB
+ * MiB of other data (96 unless given; bench_transpose_floor.py gives twice the largest cache).
  * Prints one line per pattern: its name and its best time over memcpy's. */
 #include <immintrin.h>
 #include <stdint.h>
@@ -29,7 +30,6 @@
 #define N 4096 /* rows and columns (a multiple of 4096; bench_transpose_floor.py's --side) */
 #endif
 #define BYTES ((size_t)N * N)
-#define EVICT_BYTES ((size_t)96 << 20)
 
 static double seconds(void) {
     struct timespec t;
@@ -136,11 +136,11 @@ static __m128i read_all(const char *src) {
     return acc;
 }
 
-/* Reads 96 MiB of other data, evicting the caches' lines (with a cold start, before each
+/* Reads `bytes` of other data, evicting the caches' lines (with a cold start, before each
  * pattern). */
-static int read_evict(const char *other) {
+static int read_evict(const char *other, size_t bytes) {
     __m128i acc = _mm_setzero_si128();
-    for (size_t at = 0; at < EVICT_BYTES; at += 64) acc = read_line(other + at, acc);
+    for (size_t at = 0; at < bytes; at += 64) acc = read_line(other + at, acc);
     return _mm_cvtsi128_si32(acc);
 }
 
@@ -155,8 +155,9 @@ static char *matrix(void) {
 int main(int argc, char **argv) {
     const int repeat = argc > 1 ? atoi(argv[1]) : 9;
     char *src = matrix(), *dst = matrix();
-    char *evict = argc > 2 && strcmp(argv[2], "cold") == 0 ? malloc(EVICT_BYTES) : NULL;
-    if (evict) memset(evict, 3, EVICT_BYTES);
+    const size_t evict_bytes = (size_t)(argc > 3 ? atoi(argv[3]) : 96) << 20;
+    char *evict = argc > 2 && strcmp(argv[2], "cold") == 0 ? malloc(evict_bytes) : NULL;
+    if (evict) memset(evict, 3, evict_bytes);
     volatile int sink = 0;
     double best[24];
     const char *names[24];
@@ -167,7 +168,7 @@ int main(int argc, char **argv) {
         double t;
 #define TIME(NAME, CALL)                                  \
     do {                                                  \
-        if (evict) sink += read_evict(evict);             \
+        if (evict) sink += read_evict(evict, evict_bytes); \
         t = seconds();                                    \
         CALL;                                             \
         t = seconds() - t;                                \
