@@ -12,16 +12,16 @@
  *   stage (converting the items on the way), then transposes the stage one cache line of
  *   columns at a time: the register blocks of those columns go to a small second stage whose
  *   rows are whole output runs, streamed to the output. Any conversion, any item size.
- * - direct (plain copies, where the CPU is one it is tuned for): tiles small enough to stay in
- *   the L2 cache (rows of 2 KiB), transposed straight from the input, while the next tile is
- *   prefetched row after row, a share of it after each line of columns. The reads of one tile
- *   then overlap the streamed writes of the other, as a copy's do, and no stage is written: on
- *   AMD Zen 5 a 4096 x 4096 float64 transpose takes 1.05 times a copy's time against the
- *   staged strips' 1.55, float32 1.3 against 1.6, by the AVX2 blocks of 4- and 8-byte items
- *   (16 or 32 rows). Where the CPU has AVX-512 the blocks of transpose512.c take every item
- *   size instead (DIRECT512_ROWS, rows of 1 KiB), their output lines gathered into runs that
- *   stream out while the next line of columns is transposed, the next tile prefetched a few
- *   lines at a time as the blocks load (1- and 2-byte items).
+ * - direct (plain copies of 1- to 8-byte items with AVX-512, of 4 and 8 bytes without): tiles
+ *   small enough to stay in the L2 cache (rows of 2 KiB), transposed straight from the input,
+ *   while the next tile is prefetched row after row, a share of it after each line of columns.
+ *   The reads of one tile then overlap the streamed writes of the other, as a copy's do, and no
+ *   stage is written: on AMD Zen 5 a 4096 x 4096 float64 transpose takes 1.05 times a copy's
+ *   time against the staged strips' 1.55, float32 1.3 against 1.6, by the AVX2 blocks of 4- and
+ *   8-byte items (16 or 32 rows). Where the CPU has AVX-512 the blocks of transpose512.c take
+ *   every item size instead (DIRECT512_ROWS, rows of 1 KiB), their output lines gathered into
+ *   runs that stream out while the next line of columns is transposed, the next tile prefetched
+ *   a few lines at a time as the blocks load (1- and 2-byte items).
  *
  * Arrays start 16 bytes into a cache line (numpy's allocator and the buffer pool's), so each
  * output row of a whole output begins and ends with a part of a line, the end of one row and
@@ -29,7 +29,7 @@
  * seams as a line of extra rows and streams each just before its row's run. */
 #include "transpose.h"
 
-/* Which streamed strips the plain copies take: -1 by the CPU (direct: on AMD Zen 5 and on an
+/* Which streamed strips the plain copies take: -1 the default (direct: on AMD Zen 5 and on an
  * Intel Xeon with AVX-512 FP16 alike they measured faster), 0 staged, 1 direct: by the AVX-512
  * blocks of transpose512.c where the CPU has them (which also take the staged tiles of bfloat16
  * to float16), else, for 4- and 8-byte items, by the AVX2 ones. On that Xeon, with its caches
