@@ -166,15 +166,15 @@ int main(int argc, char **argv) {
     for (int round = 0; round < repeat; round++) {
         int k = 0;
         double t;
-#define TIME(NAME, CALL)                                  \
-    do {                                                  \
+#define TIME(NAME, CALL)                                   \
+    do {                                                   \
         if (evict) sink += read_evict(evict, evict_bytes); \
-        t = seconds();                                    \
-        CALL;                                             \
-        t = seconds() - t;                                \
-        names[k] = NAME;                                  \
-        if (t < best[k]) best[k] = t;                     \
-        k++;                                              \
+        t = seconds();                                     \
+        CALL;                                              \
+        t = seconds() - t;                                 \
+        names[k] = NAME;                                   \
+        if (t < best[k]) best[k] = t;                      \
+        k++;                                               \
     } while (0)
         TIME("memcpy", memcpy(dst, src, BYTES));
         TIME("read, sequential", sink += _mm_cvtsi128_si32(read_all(src)));
