@@ -16,6 +16,7 @@ from typing import Any
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import CheckpointSink, CheckpointSource, TensorInfo, open_binary
 from lazyparams.io.limits import inside_folder
+from lazyparams.io.reasons import os_reason, zip_directory_reason
 
 Opener = Callable[[Path], CheckpointSource]
 
@@ -95,7 +96,13 @@ def _is_dir(path: Path) -> bool:
     try:
         return path.is_dir()
     except (OSError, ValueError) as err:
-        raise CheckpointError(f"{path!r}: not a usable path: {err}") from None
+        raise CheckpointError(f"{str(path)!r}: not a usable path: {_path_reason(err)}") from None
+
+
+def _path_reason(err: OSError | ValueError) -> str:
+    if isinstance(err, OSError):
+        return os_reason(err)
+    return "it cannot be passed to the OS (a NUL character, or a character it cannot encode)"
 
 
 def _open_file(target: Path) -> CheckpointSource:
@@ -144,7 +151,7 @@ def _sniff(path: Path) -> Opener:
         try:
             head = fp.read(9)
         except OSError as err:
-            raise CheckpointError(f"{path}: cannot read: {err}") from None
+            raise CheckpointError(f"{path}: cannot read: {os_reason(err)}") from None
     if head.startswith(b"GGUF"):
         return _gguf
     if head.startswith(b"PK\x03\x04"):
@@ -163,7 +170,8 @@ def _is_torch_zip(path: Path) -> bool:
         with zipfile.ZipFile(path) as archive:
             return any(n.rsplit("/", 1)[-1] == "data.pkl" for n in archive.namelist())
     except (OSError, zipfile.BadZipFile, ValueError, EOFError) as err:
-        raise CheckpointError(f"{path}: not a readable zip archive: {err}") from None
+        reason = zip_directory_reason(err)
+        raise CheckpointError(f"{path}: not a readable zip archive: {reason}") from None
 
 
 def open_sink(

@@ -16,6 +16,7 @@ from gguf import GGUFValue, GGUFValueType
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.gguf_metadata import check_key, typed_value
+from lazyparams.io.reasons import json_reason
 
 _T = GGUFValueType
 METADATA_TYPES: dict[str, GGUFValueType] = {
@@ -93,7 +94,7 @@ def _json_list(raw: str, where: str) -> list[Any]:
         items = json.loads(raw)
     except json.JSONDecodeError as err:
         raise CheckpointError(
-            f"{where}: expected a JSON list such as [1, 2], got {raw!r} ({err})"
+            f"{where}: expected a JSON list such as [1, 2], got {raw!r} ({json_reason(err)})"
         ) from None
     if not isinstance(items, list):
         raise CheckpointError(f"{where}: expected a JSON list such as [1, 2], got {raw!r}")

@@ -2,11 +2,12 @@
 
 A checkpoint's header is untrusted input. These checks run before anything is allocated from
 what a header declares, and each failure is a CheckpointError naming the file and the culprit.
-Imports only the standard library and the error types.
+Imports only the standard library, the error types and io.reasons.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyparams.errors import CheckpointError
+from lazyparams.io.reasons import json_reason, utf8_reason
 
 MAX_RANK = 16
 MAX_DIM = 2**62
@@ -76,7 +78,7 @@ def load_json(data: bytes | str, where: str, what: str = "JSON") -> Any:
     except RecursionError:
         raise CheckpointError(f"{where}: {what} nests too deep to be a checkpoint header") from None
     except json.JSONDecodeError as err:
-        raise CheckpointError(f"{where}: {what} is not valid JSON: {err}") from None
+        raise CheckpointError(f"{where}: {what} is not valid JSON: {json_reason(err)}") from None
 
 
 def inside_folder(folder: Path, relative: str, where: str, allow_outside: bool = False) -> Path:
@@ -110,7 +112,7 @@ def _as_text(data: bytes | str, where: str, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise CheckpointError(f"{where}: {what} is not valid UTF-8: {err}") from None
+        raise CheckpointError(f"{where}: {what} is not valid UTF-8: {utf8_reason(err)}") from None
 
 
 def _unique_keys(where: str) -> Any:
@@ -139,6 +141,48 @@ def _bounded_int(where: str) -> Any:
 
 
 def short_repr(value: object, limit: int = 60) -> str:
-    """A repr of `value` cut to `limit` characters, for messages about hostile values."""
-    text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "<huge int>"
+    """A repr of `value` cut to `limit` characters, for messages about hostile values: plain
+    data as Python spells it, anything else by its type alone (never an object's repr, which
+    can carry an address)."""
+    text = _plain(value, limit + 1)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _plain(value: object, budget: int, depth: int = 0) -> str:
+    """`value` spelled as data, stopping once about `budget` characters are out (and, in a
+    hostile pickle's nesting, 8 levels down)."""
+    if isinstance(value, bool | float | complex) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value) if value.bit_length() < 200 else "<huge int>"
+    if isinstance(value, str | bytes):
+        return repr(value[:budget])
+    if isinstance(value, tuple | list | dict):
+        return _plain_items(value, budget, depth + 1) if depth < 8 else "..."
+    return f"<{type(value).__name__}>"
+
+
+def _plain_items(
+    value: tuple[Any, ...] | list[Any] | dict[Any, Any], budget: int, depth: int
+) -> str:
+    """A container spelled item by item, cut short once `budget` characters are out."""
+    if isinstance(value, dict):
+        pairs = _first(value.items())
+        items = [f"{_plain(k, budget, depth)}: {_plain(v, budget, depth)}" for k, v in pairs]
+    else:
+        items = [_plain(item, budget, depth) for item in _first(value)]
+    parts: list[str] = []
+    for item in items:
+        parts.append(item)
+        if sum(len(p) + 2 for p in parts) > budget:
+            break
+    if len(parts) < len(value):
+        parts.append("...")
+    brackets = "[]" if isinstance(value, list) else "()" if isinstance(value, tuple) else "{}"
+    tail = "," if isinstance(value, tuple) and len(value) == 1 else ""
+    return brackets[0] + ", ".join(parts) + tail + brackets[1]
+
+
+def _first(items: Iterable[Any], count: int = 32) -> list[Any]:
+    """The first `count` of `items` (a hostile container can hold millions)."""
+    return list(itertools.islice(items, count))

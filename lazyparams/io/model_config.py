@@ -2,7 +2,8 @@
 
 Hugging Face folders keep their hyperparameters in config.json next to the weights; a source
 opened from a folder, or from a file in one, has that folder as its model folder. The JSON is
-read with bounds (size, nesting) and every failure names the file. Imports the errors only.
+read with bounds (size, nesting) and every failure names the file. Imports the errors and
+io.reasons only.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyparams.errors import CheckpointError
+from lazyparams.io.reasons import json_reason, os_reason, utf8_reason
 
 CONFIG_NAME = "config.json"
 MAX_CONFIG_BYTES = 16 << 20
@@ -51,6 +53,19 @@ class ModelFolder:
         return self.config, self.config_path
 
 
+def _reason(err: Exception) -> str:
+    """Why config.json could not be read, in our words."""
+    if isinstance(err, OSError):
+        return os_reason(err)
+    if isinstance(err, UnicodeDecodeError):
+        return f"not UTF-8 text: {utf8_reason(err)}"
+    if isinstance(err, json.JSONDecodeError):
+        return json_reason(err)
+    if isinstance(err, RecursionError):
+        return "it nests too deep"
+    return "it holds a number too long to read"  # json's refusal of over 4300 digits
+
+
 def read_config(path: Path) -> dict[str, Any]:
     """config.json as a dict; CheckpointError naming the file when it is not a JSON object."""
     try:
@@ -61,7 +76,7 @@ def read_config(path: Path) -> dict[str, Any]:
             )
         data = json.loads(path.read_bytes())
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise CheckpointError(f"{path}: not a readable JSON file: {err}") from None
+        raise CheckpointError(f"{path}: not a readable JSON file: {_reason(err)}") from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data

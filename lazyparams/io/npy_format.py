@@ -23,6 +23,7 @@ from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, TensorInfo
 from lazyparams.io.dtypes import EXTENSION_DTYPES, bits_dtype, dtype_name, numpy_dtype
 from lazyparams.io.limits import check_shape
+from lazyparams.io.npy_header_text import header_problem
 
 DTYPES_FILE = "dtypes.json"
 COMMENT_PREFIX = b"lazyparams:dtype="
@@ -79,15 +80,17 @@ def read_npy_header(prefix: Callable[[int], bytes], where: str) -> NpyHeader:
 
 
 def _parse_header(whole: bytes, version: tuple[int, int], where: str) -> tuple[Any, bool, Any]:
-    """numpy's parse of a header already read and bounded."""
+    """numpy's parse of a header already read and bounded; where numpy refuses it, our own
+    account of what is wrong (numpy's text can carry an ast node's repr)."""
     fp = io.BytesIO(whole[8:])
     read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numpy warns of headers written by Python 2
             return read(fp, max_header_size=MAX_HEADER_BYTES)
-    except Exception as err:  # numpy's parse of hostile text fails in many ways (tokenize too)
-        reason = str(err).split("\n", 1)[0][:200]
+    except Exception:  # numpy's parse of hostile text fails in many ways (tokenize too)
+        start = 8 + _LENGTH_FIELDS[version].size
+        reason = header_problem(whole[start:].decode("latin-1"), start)
         raise CheckpointError(f"{where}: not a readable .npy header: {reason}") from None
 
 

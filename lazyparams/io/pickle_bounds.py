@@ -43,6 +43,11 @@ _NAMES = {code: name for name, code in _CODES.items()}
 Handler = Callable[[Any], None]
 
 
+class StateDictRefused(pickle.UnpicklingError):
+    """A pickle our bounds refuse (as opposed to one pickle itself cannot read); its message
+    is ours and says what was refused."""
+
+
 def restricted_dispatch(base: Mapping[int, Handler]) -> dict[int, Handler]:
     """An opcode table for pickle's pure-Python unpickler: `base`'s handlers for the opcodes a
     state dict uses (each charged to the load's steps), a BUILD that only touches an
@@ -62,7 +67,7 @@ def _charged(handler: Handler, cost: int) -> Handler:
     def run(unpickler: Any) -> None:
         unpickler.steps_left -= cost
         if unpickler.steps_left < 0:
-            raise pickle.UnpicklingError(
+            raise StateDictRefused(
                 f"more than {MAX_PICKLE_STEPS} steps; expected a state dict of bounded size"
             )
         handler(unpickler)
@@ -75,7 +80,7 @@ def _refused(code: int) -> Handler:
     name = _NAMES.get(code, f"byte 0x{code:02x}")
 
     def refuse(_unpickler: Any) -> None:
-        raise pickle.UnpicklingError(f"opcode {name} is not used by state dicts and not allowed")
+        raise StateDictRefused(f"opcode {name} is not used by state dicts and not allowed")
 
     return refuse
 
@@ -85,7 +90,7 @@ def _build(unpickler: Any) -> None:
     stack = unpickler.stack
     stack.pop()
     if type(stack[-1]) is not collections.OrderedDict:
-        raise pickle.UnpicklingError(
+        raise StateDictRefused(
             f"BUILD on a {type(stack[-1]).__name__}; only an OrderedDict's state is allowed"
         )
 

@@ -14,6 +14,7 @@ from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, SourceBase, open_binary
 from lazyparams.io.dtypes import numpy_dtype
 from lazyparams.io.filemap import map_array
+from lazyparams.io.reasons import os_reason
 from lazyparams.io.safetensors_format import Header, parse_header
 
 
@@ -65,7 +66,9 @@ class SafetensorsSource(SourceBase):
             prefix = self._file.read(8)
             return parse_header(prefix, self._file.read, size, self.path)
         except OSError as err:
-            raise CheckpointError(f"{self.path}: cannot read the header: {err}") from None
+            raise CheckpointError(
+                f"{self.path}: cannot read the header: {os_reason(err)}"
+            ) from None
 
 
 def _mapping(where: str, load: Callable[[], Array]) -> Array:
@@ -75,6 +78,15 @@ def _mapping(where: str, load: Callable[[], Array]) -> Array:
         return load()
     except (OSError, ValueError, BufferError) as err:
         raise CheckpointError(
-            f"{where}: cannot map its bytes ({type(err).__name__}: {err}); expected the file "
-            "to be unchanged since it was opened"
+            f"{where}: cannot map its bytes ({_map_reason(err)}); expected the file to be "
+            "unchanged since it was opened"
         ) from None
+
+
+def _map_reason(err: Exception) -> str:
+    """Why mapping a tensor's bytes failed, in our words."""
+    if isinstance(err, OSError):
+        return os_reason(err)
+    if isinstance(err, BufferError):
+        return "its buffer is in use"
+    return "the file is shorter than the tensor's bytes, or they do not fill its shape"

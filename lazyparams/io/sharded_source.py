@@ -18,6 +18,7 @@ from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, CheckpointSource, SourceBase, open_binary
 from lazyparams.io.limits import check_name, inside_folder, load_json
 from lazyparams.io.partial import load_rows
+from lazyparams.io.reasons import os_reason
 
 OpenShard = Callable[[Path], CheckpointSource]
 INDEX_LIMIT = 100 * 1000 * 1000
@@ -153,7 +154,9 @@ def _read_index(index_path: Path) -> bytes:
                 )
             return file.read(INDEX_LIMIT + 1)
         except OSError as err:
-            raise CheckpointError(f"{index_path}: cannot read the index: {err}") from None
+            raise CheckpointError(
+                f"{index_path}: cannot read the index: {os_reason(err)}"
+            ) from None
 
 
 def _check_shard_name(file: str, index_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Temporary files beside their final names, published together or removed together.
 
 A sink writes into hidden temporaries in the destination folder, so that publishing is a rename on
-the same file system and a failed run leaves nothing behind. Imports only the standard library.
+the same file system and a failed run leaves nothing behind. Imports only the standard library
+and io.reasons.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import weakref
 from pathlib import Path
 
 from lazyparams.errors import CheckpointError
+from lazyparams.io.reasons import os_reason
 
 _FILE_MODE = 0o644
 
@@ -38,7 +40,9 @@ class Staging:
         try:
             fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
         except OSError as err:
-            raise CheckpointError(f"{final}: cannot create the output file: {err}") from err
+            raise CheckpointError(
+                f"{final}: cannot create the output file: {os_reason(err)}"
+            ) from err
         os.fchmod(fd, _FILE_MODE)
         os.close(fd)
         self._files.append((Path(name), final))
@@ -69,7 +73,9 @@ class Staging:
             try:
                 path.mkdir()
             except OSError as err:
-                raise CheckpointError(f"{path}: cannot create the output folder: {err}") from err
+                raise CheckpointError(
+                    f"{path}: cannot create the output folder: {os_reason(err)}"
+                ) from err
             self._made_dirs.append(path)
 
 

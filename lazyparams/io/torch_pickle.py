@@ -19,9 +19,11 @@ from lazyparams.errors import CheckpointError
 from lazyparams.io.limits import MAX_DIM, check_shape, short_repr
 from lazyparams.io.pickle_bounds import (
     MAX_PICKLE_STEPS,
+    StateDictRefused,
     flatten_state_dict,
     restricted_dispatch,
 )
+from lazyparams.io.reasons import pickle_reason
 
 # storage classes of typed storages (the legacy spelling torch still writes for common dtypes)
 _STORAGE_DTYPES = {
@@ -89,7 +91,7 @@ def _rebuild_v2(
 ) -> TensorRecord:
     """Stand-in for torch._utils._rebuild_tensor_v2 (typed storage carries the dtype)."""
     if not isinstance(storage, StorageRef) or storage.dtype is None:
-        raise pickle.UnpicklingError("_rebuild_tensor_v2 over an untyped storage")
+        raise StateDictRefused("_rebuild_tensor_v2 over an untyped storage")
     return _record(storage, storage.dtype, offset, size, stride)
 
 
@@ -105,21 +107,21 @@ def _rebuild_v3(
 ) -> TensorRecord:
     """Stand-in for torch._utils._rebuild_tensor_v3 (the dtype is passed explicitly)."""
     if not isinstance(dtype, TorchDtype):
-        raise pickle.UnpicklingError("_rebuild_tensor_v3 without a dtype")
+        raise StateDictRefused("_rebuild_tensor_v3 without a dtype")
     return _record(storage, dtype.name, offset, size, stride)
 
 
 def _rebuild_parameter(data: TensorRecord, *_rest: Any) -> TensorRecord:
     """Stand-in for torch._utils._rebuild_parameter: a parameter is stored as its tensor."""
     if not isinstance(data, TensorRecord):
-        raise pickle.UnpicklingError("_rebuild_parameter of something other than a tensor")
+        raise StateDictRefused("_rebuild_parameter of something other than a tensor")
     return data
 
 
 def _record(storage: StorageRef, dtype: str, offset: Any, size: Any, stride: Any) -> TensorRecord:
     """A TensorRecord as the pickle gave it; `checked` validates it once its name is known."""
     if not isinstance(storage, StorageRef):
-        raise pickle.UnpicklingError("a tensor record without a storage")
+        raise StateDictRefused("a tensor record without a storage")
     return TensorRecord(storage, dtype, offset, size, stride)
 
 
@@ -179,10 +181,17 @@ class RestrictedUnpickler(pickle._Unpickler):
     dispatch = restricted_dispatch(pickle._Unpickler.dispatch)
 
     def __init__(self, data: bytes, path: str) -> None:
-        super().__init__(io.BytesIO(data))
+        self.stream = io.BytesIO(data)
+        super().__init__(self.stream)
         self.path = path
         self.steps_left = MAX_PICKLE_STEPS
         self.storages: dict[str, tuple[str | None, int]] = {}
+
+    def position(self) -> int:
+        """The byte of data.pkl after the last one read (inside a frame, too)."""
+        frame = getattr(getattr(self, "_unframer", None), "current_frame", None)
+        left = len(frame.getbuffer()) - frame.tell() if isinstance(frame, io.BytesIO) else 0
+        return self.stream.tell() - left
 
     def find_class(self, module: str, name: str) -> Any:
         try:
@@ -195,13 +204,13 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     def persistent_load(self, pid: Any) -> StorageRef:
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise pickle.UnpicklingError(f"unexpected persistent id {short_repr(pid, 80)}")
+            raise StateDictRefused(f"unexpected persistent id {short_repr(pid, 80)}")
         _, storage_type, key, _location, numel = pid
         if not isinstance(storage_type, StorageType) or not _is_key(key) or not _is_count(numel):
-            raise pickle.UnpicklingError(f"malformed storage id {short_repr(pid, 80)}")
+            raise StateDictRefused(f"malformed storage id {short_repr(pid, 80)}")
         declared = (storage_type.dtype, numel)
         if self.storages.setdefault(key, declared) != declared:
-            raise pickle.UnpicklingError(f"storage {key!r} is declared twice, differently")
+            raise StateDictRefused(f"storage {key!r} is declared twice, differently")
         return StorageRef(key, storage_type.dtype, numel)
 
 
@@ -217,13 +226,17 @@ def read_records(data: bytes, path: str) -> dict[str, TensorRecord]:
     are skipped. Names must come out unique, and the dicts must not nest too deep or refer to
     themselves.
     """
+    unpickler = RestrictedUnpickler(data, path)
     try:
-        root = RestrictedUnpickler(data, path).load()
+        root = unpickler.load()
     except CheckpointError:
         raise
     except Exception as err:
-        reason = str(err)[:200] or type(err).__name__
-        raise CheckpointError(f"{path}: data.pkl is not a readable state dict: {reason}") from None
+        reason = str(err) if isinstance(err, StateDictRefused) else pickle_reason(err)
+        raise CheckpointError(
+            f"{path}: data.pkl is not a readable state dict: {reason} (at byte "
+            f"{unpickler.position()} of data.pkl)"
+        ) from None
     if not isinstance(root, dict):
         raise CheckpointError(f"{path}: expected a dict of tensors, got {type(root).__name__}")
     found = flatten_state_dict(root, f"{path}: data.pkl", TensorRecord)

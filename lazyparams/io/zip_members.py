@@ -3,7 +3,7 @@
 `ZipMembers` refuses duplicate, NUL or unsafe names, encryption, methods but stored and deflate,
 sizes deflate cannot produce, and members overlapping or running past the file. `read_into`
 streams a byte range of a member into the caller's buffer, checking size and CRC-32 when a read
-reaches its end. Imports the standard library and io.limits.
+reaches its end. Imports the standard library, io.limits and io.reasons.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import IO
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.limits import check_name
+from lazyparams.io.reasons import zip_directory_reason, zip_version
 
 CHUNK_BYTES = 64 * 1024
 """Inflated bytes produced per step of a streamed read."""
@@ -248,9 +249,11 @@ class _Inflater:
         hold output of input already taken)."""
         try:
             data = self._zlib.decompress(self._pending, limit)
-        except zlib.error as err:
+        except zlib.error:
+            first = self._next - len(self._pending)
             raise CheckpointError(
-                f"{self._where}: corrupt deflate data after {self.position} bytes: {err}"
+                f"{self._where}: corrupt deflate data between bytes {first} and {self._next} of "
+                f"the file, after {self.position} bytes inflated"
             ) from None
         self._pending = self._zlib.unconsumed_tail
         return data
@@ -272,14 +275,17 @@ def _central_directory(file: IO[bytes], path: str, what: str) -> tuple[list[zipf
         with zipfile.ZipFile(file) as archive:
             directory = getattr(archive, "start_dir", None)
             return archive.infolist(), int(directory) if directory is not None else 2**63
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as err:
-        raise CheckpointError(f"{path}: not a readable {what}: {err}") from None
     except NotImplementedError as err:  # a version needed to extract over 6.3
         raise CheckpointError(
-            f"{path}: {err} is needed to extract; expected at most zip version 6.3"
+            f"{path}: {zip_version(err)} is needed to extract; expected at most zip version 6.3"
+        ) from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as err:
+        raise CheckpointError(
+            f"{path}: not a readable {what}: {zip_directory_reason(err)}"
         ) from None
     except (ValueError, struct.error, UnicodeDecodeError, OverflowError) as err:
-        raise CheckpointError(f"{path}: corrupt zip central directory: {err}") from None
+        reason = zip_directory_reason(err)
+        raise CheckpointError(f"{path}: corrupt zip central directory: {reason}") from None
 
 
 def _member_name(info: zipfile.ZipInfo, where: str) -> str:

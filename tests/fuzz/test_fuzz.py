@@ -126,6 +126,15 @@ def test_outcomes_tell_refusals_from_findings() -> None:
     assert reply["outcome"] not in GOOD and reply["last_line"] == "KeyError: 'x'"
 
 
+def test_a_refusal_showing_an_object_repr_is_a_finding() -> None:
+    try:
+        raise CheckpointError(f"m.npz: not a readable header: {object()!r}")
+    except CheckpointError as err:
+        reply = outcome_of(err)
+    assert (reply["outcome"], reply["type"]) == ("internals", "CheckpointError")
+    assert reply["last_line"].startswith("the message shows an object's repr")
+
+
 def test_a_finding_is_kept_with_its_reproducer(tmp_path: Path) -> None:
     case = Case(
         1, 7, "npz", "sink0", ("m.npz: truncate to 9",), {"m.npz": b"PK\x03\x04x"}, "m.npz", None

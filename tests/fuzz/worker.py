@@ -2,7 +2,8 @@
 
 Run as `python -m tests.fuzz.worker`. Each request is a length-prefixed pickle naming an action
 (`exercise` by default) and a case; the reply says how it ended: `ok`, `refused` (a
-LazyParamsError) or a finding (`error`, `memory`, `mismatch`, `leftover`) with the traceback.
+LazyParamsError) or a finding (`error`, `memory`, `mismatch`, `leftover`, or `internals`: a
+refusal whose message shows an object's repr) with the traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import importlib
 import os
 import pickle
 import pkgutil
+import re
 import resource
 import shutil
 import signal
@@ -30,6 +32,9 @@ from lazyparams.errors import CheckpointError, LazyParamsError
 from tests.fuzz import reference
 
 FRAME = struct.Struct("<I")
+OBJECT_REPR = re.compile(r"<[^<>\n]* at 0x[0-9a-fA-F]+>")
+"""An object's default repr (`<ast.Name object at 0x7f...>`, `<function f at 0x...>`): a
+message that shows one passes on Python's internals instead of saying what is wrong."""
 
 
 class Mismatch(Exception):
@@ -138,7 +143,7 @@ def outcome_of(err: BaseException) -> dict[str, Any]:
     inner, ours = _innermost(tb)
     last = traceback.format_exception_only(type(err), err)[-1].strip()
     if isinstance(err, LazyParamsError):
-        kind = "refused"
+        kind = "internals" if OBJECT_REPR.search(str(err)) else "refused"
     elif isinstance(err, Mismatch):
         kind = "leftover" if "left" in str(err) else "mismatch"
     elif isinstance(err, reference.ReferenceDisagrees):
@@ -146,6 +151,8 @@ def outcome_of(err: BaseException) -> dict[str, Any]:
     else:
         kind = "memory" if isinstance(err, MemoryError) else "error"
     text = "".join(traceback.format_exception(err)) if kind != "refused" else ""
+    if kind == "internals":
+        last = f"the message shows an object's repr: {last}"
     reply = {"outcome": kind, "type": type(err).__name__, "last_line": last[:500], "frame": inner}
     return reply | {"our_frame": ours, "traceback": text[-6000:]}
 

@@ -9,9 +9,24 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from lazyparams.errors import LazyParamsError
 from lazyparams.io import numpy_dtype
+from tests.fuzz.worker import OBJECT_REPR
 
 SHAPES = [(3, 4), (), (0, 5), (2, 1, 3)]
+
+
+@pytest.fixture(autouse=True)
+def _messages_show_no_object_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every error these tests provoke is checked as it is made: its message says what is
+    wrong in our words, never with an object's repr (`<ast.Name object at 0x...>`)."""
+
+    def checked(self: LazyParamsError, *args: object) -> None:
+        message = " ".join(str(arg) for arg in args)
+        assert not OBJECT_REPR.search(message), f"an object's repr in an error: {message}"
+        Exception.__init__(self, *args)
+
+    monkeypatch.setattr(LazyParamsError, "__init__", checked)
 
 
 def sample(dtype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:

@@ -54,14 +54,20 @@ def test_a_header_over_the_bound_is_refused_before_it_is_read(tmp_path: Path, ve
 @pytest.mark.parametrize(
     ("header", "pattern"),
     [
-        ("(" * 3000 + ")" * 3000, r"not a readable \.npy header"),
+        ("(" * 3000 + ")" * 3000, r"not a readable \.npy header: brackets nest too deep \(at byte 210\)"),
         ("{'descr': '<f4', 'fortran_order': False, 'shape': (" + "9" * 5000 + ",)}",
-         r"not a readable \.npy header"),
-        ("{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}", r"not a readable \.npy header: fortran_order is not a valid bool"),
+         r"not a readable \.npy header: an integer of 5000 digits at byte 61"),
+        ("{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}", r"not a readable \.npy header: 'fortran_order' is not True or False"),
         ("{'descr': '|O', 'fortran_order': False, 'shape': (2,)}", r"object arrays need pickle"),
-        ("[1, 2]", r"not a readable \.npy header: Header is not a dictionary"),
+        ("[1, 2]", r"not a readable \.npy header: the header is a list, not a dict"),
+        ("{'descr': x, 'fortran_order': False, 'shape': (2,)}", r"not a readable \.npy header: byte 20 holds a name, where a header holds only literals"),
+        ("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 'a')}", r"not a readable \.npy header: 'shape' holds a str; expected a tuple of ints"),
+        ("{'descr': '<f4', 'fortran_order': False, 'shape': (2,),", r"not a readable \.npy header: a syntax error at byte \d+"),
+        ("{'descr': '<f4', 'shape': (2,)}", r"not a readable \.npy header: the header's keys are 'descr', 'shape'; expected exactly"),
+        ("{'descr': 'x9', 'fortran_order': False, 'shape': (2,)}", r"not a readable \.npy header: 'descr' does not describe a dtype"),
     ],
-    ids=["deep_nesting", "5000_digit_dim", "fortran_int", "object", "not_a_dict"],
+    ids=["deep_nesting", "5000_digit_dim", "fortran_int", "object", "not_a_dict", "a_name",
+         "shape_of_str", "unclosed", "missing_key", "bad_descr"],
 )  # fmt: skip
 def test_malformed_header_dicts_are_refused(tmp_path: Path, header: str, pattern: str) -> None:
     folder = folder_with(tmp_path, raw_header(header))

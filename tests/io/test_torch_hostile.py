@@ -5,6 +5,7 @@ naming the file and the culprit, with nothing left at DST; honest files still re
 from __future__ import annotations
 
 import collections
+import re
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -267,3 +268,29 @@ def test_a_corrupt_deflated_storage_is_refused_on_load(tmp_path: Path) -> None:
     path = write_zip(tmp_path / "m.bin", members)
     refused(path, tmp_path, r"\[archive/data/0\]: (corrupt deflate|CRC-32|the deflate stream|"
             r"inflates to more)")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pickled", "pattern"),
+    [
+        (b"\x80\x02}q\x00(X\x01\x00\x00\x00w", r"ends inside an opcode's argument \(truncated\)"),
+        (b"\x80\x02}s.", r"an opcode takes more values than the pickle has pushed"),
+        (b"\x80\x02}h\x07.", r"refers to a memo slot the pickle never filled"),
+        (b"\x80\x02}]K\x01s.", r"values of the wrong kind"),
+        (b"\x80\x09}.", r"an unknown pickle protocol; expected 2 to 5"),
+    ],
+    ids=["truncated", "underflow", "memo", "unhashable_key", "protocol"],
+)
+def test_pickles_that_pickle_cannot_read_are_refused_in_our_words(
+    tmp_path: Path, pickled: bytes, pattern: str
+) -> None:
+    message = refused(checkpoint(tmp_path, pickled), tmp_path, pattern)
+    assert "data.pkl is not a readable state dict" in message
+    assert re.search(r"\(at byte \d+ of data\.pkl\)$", message), message
+
+
+def test_a_persistent_id_holding_a_function_shows_no_address(tmp_path: Path) -> None:
+    pid = tup(text("storage"), glob("torch._utils", "_rebuild_tensor_v2"), text("0"))
+    pickled = b"\x80\x02}" + text("w") + pid + b"Qs."
+    message = refused(checkpoint(tmp_path, pickled), tmp_path, r"unexpected persistent id")
+    assert "<_Global>" in message and " at 0x" not in message

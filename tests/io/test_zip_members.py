@@ -194,7 +194,7 @@ def test_versions_up_to_6_3_are_read_by_their_method(tmp_path: Path, version: in
 def test_later_zip_versions_are_refused(tmp_path: Path, version: int) -> None:
     members = [entry("w.npy", npy_bytes(WEIGHTS), version=version)]
     path = write_zip(tmp_path / "m.npz", members)
-    refused(path, tmp_path, r"m\.npz: zip file version [\d.]+ is needed to extract; expected at "
+    refused(path, tmp_path, r"m\.npz: zip version [\d.]+ is needed to extract; expected at "
             r"most zip version 6\.3")  # fmt: skip
 
 
