@@ -20,6 +20,7 @@ from gguf.constants import GGUF_DEFAULT_ALIGNMENT
 from lazyparams.errors import CheckpointError
 from lazyparams.io.gguf_reader import read_gguf_header
 from lazyparams.io.gguf_values import plain
+from lazyparams.io.limits import short_repr
 
 _T = GGUFValueType
 ARCH_KEY = "general.architecture"
@@ -190,13 +191,19 @@ def element_type(items: Sequence[Any]) -> GGUFValueType:
     raise _Refused(f"expected list items of one type (not nested lists), got {names}")
 
 
+def _shown(kind: object) -> str:
+    """A type as a message shows it: a GGUFValueType by name, anything else as plain data."""
+    return kind.name if isinstance(kind, GGUFValueType) else short_repr(kind)
+
+
 def _checked(value: GGUFValue) -> GGUFValue:
     """`value` with its contents checked against its type and made plain Python."""
     if not isinstance(value.type, GGUFValueType):
-        raise _Refused(f"expected a GGUFValueType as the type, got {value.type!r}")
+        raise _Refused(f"expected a GGUFValueType as the type, got {_shown(value.type)}")
     if value.type != _T.ARRAY:
         if value.sub_type is not None:
-            raise _Refused(f"a {value.type.name} value has no sub_type, got {value.sub_type!r}")
+            shown = _shown(value.sub_type)
+            raise _Refused(f"a {value.type.name} value has no sub_type, got {shown}")
         return GGUFValue(scalar(value.value, value.type), value.type)
     items = value.value
     if not isinstance(items, list | tuple | np.ndarray):
@@ -204,7 +211,7 @@ def _checked(value: GGUFValue) -> GGUFValue:
     sub = value.sub_type if value.sub_type is not None else _writer_sub_type(items)
     if not isinstance(sub, GGUFValueType) or sub == _T.ARRAY:
         raise _Refused(
-            f"expected a scalar GGUFValueType as sub_type (no nested arrays), got {sub!r}"
+            f"expected a scalar GGUFValueType as sub_type (no nested arrays), got {_shown(sub)}"
         )
     if len(items) == 0:
         raise _Refused("expected a non-empty list (GGUF arrays are written with at least one item)")
