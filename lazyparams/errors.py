@@ -55,6 +55,11 @@ class CheckpointError(LazyParamsError):
     """A checkpoint file that cannot be read or written; the message names the file."""
 
 
+class OutputError(CheckpointError):
+    """Writing or publishing the output failed in a way a rerun can get past (a full disk, a
+    file size limit, a failing device): the partial output is kept for `--resume`."""
+
+
 class TraceError(LazyParamsError):
     """A traced transform did something unsupported; the message names the user's source line."""
 

@@ -25,6 +25,7 @@ from lazyparams.cluster.report import ClusterBars, ClusterReport, WorkerReport, 
 from lazyparams.cluster.staging import Staged, stage_output
 from lazyparams.cluster.worker import PartJob, PartResult, run_part_job, see_paths
 from lazyparams.engine.convert import prepare
+from lazyparams.engine.journal import keeps_partial
 from lazyparams.engine.part_files import CheckpointSource, IRModule
 from lazyparams.engine.partition import Part, Partition, build_partition
 from lazyparams.engine.plan import Source, Spec, opened
@@ -139,8 +140,8 @@ def _run_parts(
         todo = [p for p in run.partition.parts if not {o.name for o in p.outputs} <= done]
         results = _submit_and_collect(client, run, todo, progress)
         run.staged.publish()
-    except BaseException:
-        run.staged.stop()
+    except BaseException as failure:
+        run.staged.stop(keep=keeps_partial(failure))
         raise
     return results
 

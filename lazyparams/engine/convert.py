@@ -20,6 +20,7 @@ from lazyparams.engine.chunking import row_externs, takes_rows
 from lazyparams.engine.compile import FUNC, function_of, names_of, output_infos, trace_transform
 from lazyparams.engine.destination import Destination, destination, job_description
 from lazyparams.engine.fingerprint import check_mode
+from lazyparams.engine.journal import keeps_partial
 from lazyparams.engine.output import Output
 from lazyparams.engine.partition import cluster_entry
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
@@ -300,7 +301,8 @@ def _report(plan: Plan, target: Destination, run: _Run, discarded: bool, seconds
 def _write(
     plan: Plan, source: CheckpointSource, target: Destination, job: dict[str, Any], progress: bool
 ) -> _Run:
-    """Open the output, run the plan into it and publish it; on failure keep what resumes."""
+    """Open the output, run the plan into it and publish it; on a failure a rerun can get
+    past keep what resumes, on any other remove it (see `keeps_partial`)."""
     output = target.open(job)
     written = sum(info.nbytes for info in target.outputs if info.name in target.done)
     total = written + plan.bytes_out
@@ -309,8 +311,11 @@ def _write(
         with counter:
             run = _execute(plan, source, output, counter) if plan.outputs else None
         output.finalize()
-    except BaseException:
-        output.suspend()
+    except BaseException as failure:
+        if keeps_partial(failure):
+            output.suspend()
+        else:
+            output.abort()
         raise
     return run or _Run(counter, None, None)
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lazyparams.errors import ConvertError
+from lazyparams.errors import ConvertError, LazyParamsError, OutputError
 
 try:
     import fcntl
@@ -123,3 +123,16 @@ def remove_work(work: Path) -> None:
     """Delete a work folder and everything in it (nothing if it is already gone)."""
     with contextlib.suppress(FileNotFoundError):
         shutil.rmtree(work)
+
+
+def keeps_partial(failure: BaseException) -> bool:
+    """Whether a run that failed this way keeps its work folder for `--resume`.
+
+    A failure lazyparams recognises as caused by the source (corrupt data, a check failing on
+    read, a file that shrank) or by the transform (a kernel refusing its input) fails the same
+    way on every rerun: its partial output is removed. Everything else keeps it: an interruption,
+    an operating-system error (a full disk, a file size limit, a failing device), memory running
+    out, an `OutputError`, and an exception lazyparams does not know (a user's kernel that failed
+    once, say), which a rerun may well get past.
+    """
+    return isinstance(failure, OutputError) or not isinstance(failure, LazyParamsError)

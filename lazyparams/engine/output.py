@@ -29,7 +29,7 @@ from lazyparams.engine.journal import (
     work_dir,
     write_job,
 )
-from lazyparams.errors import CheckpointError, ConvertError
+from lazyparams.errors import CheckpointError, ConvertError, OutputError
 from lazyparams.io import CheckpointSink, TensorInfo, check_declared, plan_shards
 from lazyparams.io.filemap import BackgroundSync, write_array_at
 from lazyparams.io.partial import RowLedger, accepts_rows, rows_offset
@@ -199,7 +199,7 @@ class StagedSafetensors:
             write_array_at(fd, array, offset)
             self._record(fd, name)
         except OSError as err:
-            raise CheckpointError(f"{self.dst}: writing tensor {name!r} failed: {err}") from None
+            raise OutputError(f"{self.dst}: writing tensor {name!r} failed: {err}") from None
 
     def write_rows(self, name: str, start: int, block: Any) -> None:
         """Write rows of a declared output at their offset; once its last rows are there,
@@ -211,7 +211,7 @@ class StagedSafetensors:
             if self._rows.stored(name, rows.shape[0]):
                 self._record(fd, name)
         except OSError as err:
-            raise CheckpointError(f"{self.dst}: writing tensor {name!r} failed: {err}") from None
+            raise OutputError(f"{self.dst}: writing tensor {name!r} failed: {err}") from None
 
     def record_written(self, names: list[str]) -> None:
         """Journal outputs another process wrote into the work folder's files and synced."""

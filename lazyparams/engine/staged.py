@@ -28,7 +28,7 @@ import numpy as np
 
 from lazyparams.engine.journal import remove_work, work_dir, write_job
 from lazyparams.engine.layouts import FOLDER, Layout, Slot
-from lazyparams.errors import CheckpointError, ConvertError
+from lazyparams.errors import CheckpointError, ConvertError, OutputError
 from lazyparams.io import TensorInfo, check_declared
 from lazyparams.io.filemap import BackgroundSync, write_array_at
 from lazyparams.io.npy_format import stored_form
@@ -153,7 +153,7 @@ class StagedFiles:
         except OSError as err:
             path = self.data / self.layout.files[self.layout.slots[name].file]
             reason = err.strerror or str(err)
-            raise CheckpointError(
+            raise OutputError(
                 f"{reason} while writing tensor {name!r} to {self.dst} (in {path}); the tensors "
                 "written before it are kept: free space, then rerun with --resume"
             ) from None
@@ -206,7 +206,7 @@ class StagedFiles:
             self._close()
             self._publish()
         except OSError as err:
-            raise CheckpointError(
+            raise OutputError(
                 f"{err.strerror or err} while publishing {self.dst}; the finished output is "
                 f"kept in {self.work}: rerun with --resume"
             ) from None
