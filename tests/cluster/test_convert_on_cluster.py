@@ -202,6 +202,7 @@ def test_a_lazyparams_error_in_a_part_stops_the_run_without_output(
     with pytest.raises(CheckpointError, match=r"down_proj\.weight'. damaged data"):
         convert_on_cluster(SPEC, source, dst, cluster=client, part_size=PART, progress=False)
     assert not dst.exists()
+    assert partial_work(dst) is None  # a source error: a rerun reads the same bytes
 
 
 def test_local_n_starts_its_own_cluster_and_checks_n(source: Path, tmp_path: Path) -> None:
