@@ -108,9 +108,9 @@ class RelaxExprParser:
 
     def expr(self, node: ast.AST) -> Expr:
         """The Relax expression `node` spells."""
+        if self.is_prim(node):  # TVM 0.27 prints a prim value bare: `16`, `N + 1`, `True`
+            return PrimValue(self.dims.expr(node))
         if isinstance(node, ast.Name):
-            if node.id in self.symbols and node.id not in self.vars:
-                return PrimValue(self.symbols[node.id])  # TVM: a PrimExpr as a Relax value
             return self.var(node)
         if isinstance(node, ast.Attribute):
             return self.global_var(node)
@@ -122,18 +122,26 @@ class RelaxExprParser:
             return self.call(node)
         if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
             return self.call(_as_op_call(node, _ARITHMETIC[type(node.op)]))
-        if isinstance(node, ast.Compare | ast.BoolOp):  # TVM: `c: T.bool = N % 4 == 0`
-            return PrimValue(self.dims.expr(node))
         hint = " (write R.prim_value(...) or R.const(...))" if number(node) is not None else ""
         raise self.src.error(node, f"expected a Relax expression{hint}, got {show(node)}")
 
-    def extern_operand(self, node: ast.AST) -> Expr:
-        """An operand of an extern or callback call: a bare int is `R.prim_value(int)`, as
-        TVM 0.27 prints a load's index; anything else is a Relax expression."""
+    def is_prim(self, node: ast.AST) -> bool:
+        """Whether `node` spells a prim value where a Relax value is expected, as TVM 0.27
+        prints one (`R.prim_value` left out): an int or bool literal, a symbolic var, a `T.*`
+        call, or arithmetic and comparisons of these. A bare float stays an error: TVM never
+        prints one, and it could as well have meant `R.const`."""
         value = number(node)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return PrimValue(self.dims.expr(node))
-        return self.expr(node)
+        if value is not None:
+            return not isinstance(value, float)
+        if isinstance(node, ast.Name):
+            return node.id in self.symbols and node.id not in self.vars
+        if isinstance(node, ast.Call):
+            return (self.src.callee(node) or "").startswith("T.")
+        if isinstance(node, ast.BinOp):
+            return self.is_prim(node.left) and self.is_prim(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return self.is_prim(node.operand)
+        return isinstance(node, ast.Compare | ast.BoolOp)  # `c: T.bool = N % 4 == 0`
 
     def var(self, node: ast.Name) -> Var:
         """The var a name refers to; dataflow vars are out of reach after their block."""
@@ -272,7 +280,7 @@ class RelaxExprParser:
                 node.func, f"expected a callable (R.Callable) var, got {show(node.func)}: {got}"
             )
         sinfo = self._sinfo_keyword(node, show(node.func), ())
-        return Call(callee, tuple(self.extern_operand(a) for a in node.args), {}, sinfo)
+        return Call(callee, tuple(self.expr(a) for a in node.args), {}, sinfo)
 
     def _sinfo_keyword(
         self, node: ast.Call, what: str, default: tuple[StructInfo, ...]
@@ -293,7 +301,7 @@ class RelaxExprParser:
                 node, 'R.call_packed: expected the function name first, as in R.call_packed("f", x)'
             )
         sinfo = self._sinfo_keyword(node, "R.call_packed", (ObjectStructInfo(),))
-        args = tuple(self.extern_operand(a) for a in node.args[1:])
+        args = tuple(self.expr(a) for a in node.args[1:])
         return Call(ExternFunc(node.args[0].value), args, {}, sinfo)
 
     def _call_pure_packed(self, node: ast.Call) -> Call:

@@ -123,10 +123,10 @@ CASES = [
         id="bad-string-dim",
     ),
     pytest.param(
-        relax("y = 3", "return y"),
+        relax("y = 3.5", "return y"),
         (5, 13),
-        "expected a Relax expression (write R.prim_value(...) or R.const(...)), got 3",
-        id="bare-number",
+        "expected a Relax expression (write R.prim_value(...) or R.const(...)), got 3.5",
+        id="bare-float",
     ),
     pytest.param(
         relax("for i in range(3):", "    pass", "return x"),
