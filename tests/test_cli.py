@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lazyparams.cli import main
@@ -66,6 +67,31 @@ def test_plan_over_budget_says_why_and_exits_1(
     assert "does NOT fit" in captured.out
     lines = captured.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: memory budget of 1024 bytes")
+
+
+@pytest.mark.parametrize("command", ["plan", "show", "convert"])
+def test_swapped_spec_and_src_are_named_with_the_right_order(
+    command: str, src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dst = [str(tmp_path / "out")] if command == "convert" else []
+    assert main([command, str(src), "cast:float16", *dst]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cast:float16: no such file or folder, and SPEC")
+    assert f"expected `lazyparams {command} cast:float16 {src} ...`" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_counts_take_the_number_of_their_noun(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = tmp_path / "one.npz"
+    np.savez(one, w=np.ones((2, 2), np.float32))
+    assert (
+        main(["convert", "cast:float16", str(one), str(tmp_path / "out.npz"), "--no-progress"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "(1 file)" in out and "1 tensor," in out
+    assert "1 tensors" not in out and "1 files" not in out
 
 
 def test_plan_as_json(src: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,9 +1,10 @@
 """The `lazyparams` command: `plan`, `convert`, `show` and `demo`, a thin layer over the engine.
 
 Exit codes: 0 success, 1 an error (one line naming the culprit, no traceback), 2 a usage
-error, 130 interrupted (Ctrl-C or SIGTERM). The arguments are `cli.options`'; this module runs
-the commands, importing the engine (and, for `show`, the script printer) part by part, only
-when a command needs it, so that `--help` and `--version` answer at once.
+error, 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (128 + the signal, as shells report).
+The arguments are `cli.options`'; this module runs the commands, importing the engine (and, for
+`show`, the script printer) part by part, only when a command needs it, so that `--help` and
+`--version` answer at once.
 """
 
 from __future__ import annotations
@@ -158,6 +159,19 @@ def _run_demo(args: argparse.Namespace, out: Console) -> int:
 _COMMANDS = {"plan": _run_plan, "convert": _run_convert, "show": _run_show, "demo": _run_demo}
 
 
+def _check_argument_order(args: argparse.Namespace) -> None:
+    """Refuse SPEC and SRC given the wrong way round (`plan MODEL cast:float16`), which would
+    otherwise say only that a file named after the recipe does not exist."""
+    spec, src = getattr(args, "spec", None), getattr(args, "src", None)
+    if not isinstance(spec, str) or src is None or Path(src).exists():
+        return
+    if Path(spec).exists() and not spec.endswith(".py"):
+        raise ConvertError(
+            f"{src}: no such file or folder, and SPEC {spec!r} is one: SPEC comes first, then "
+            f"SRC; expected `lazyparams {args.command} {src} {spec} ...`"
+        )
+
+
 def _print_json(summary: Any) -> None:
     import json
 
@@ -191,10 +205,17 @@ def _partial_hint(args: argparse.Namespace) -> None:
         )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be, so it stops a run the same
+    way; the exit code tells the two apart."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops a command as Ctrl-C does (KeyboardInterrupt: the output keeps what a
-    resume needs, exit code 130); the previous handler comes back afterwards."""
+    """SIGTERM stops a command as Ctrl-C does (the output keeps what a resume needs), exiting
+    with 143; the previous handler comes back afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -206,7 +227,7 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    raise Terminated(signal.Signals(signum).name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -220,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with _terminate_as_interrupt():
+            _check_argument_order(args)
             return _COMMANDS[args.command](args, Console(highlight=False))
     except LazyParamsError as err:
         _error(str(err))
@@ -229,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(str(err))
         _partial_hint(args)
         return 1
-    except KeyboardInterrupt:
-        _error("interrupted")
+    except KeyboardInterrupt as stop:
+        _error("terminated" if isinstance(stop, Terminated) else "interrupted")
         _partial_hint(args)
-        return 130
+        return int(getattr(stop, "exit_code", 130))

@@ -27,6 +27,11 @@ def _table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
     return table
 
 
+def _count(number: int, noun: str) -> str:
+    """`1 tensor`, `3 tensors`: a count with its noun in the right number."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def _peak(nbytes: int, binding: str) -> str:
     return f"{format_bytes(nbytes)} at binding {binding}"
 
@@ -35,10 +40,13 @@ def plan_table(the_plan: Plan) -> Table:
     """The plan as a two-column table."""
     ratio = the_plan.eager_peak_bytes / max(the_plan.predicted_peak_bytes, 1)
     rows = [
-        ("source", f"{the_plan.source} ({the_plan.source_tensors} tensors)"),
+        ("source", f"{the_plan.source} ({_count(the_plan.source_tensors, 'tensor')})"),
         *the_plan.target,
-        ("reads", f"{len(the_plan.inputs)} tensors, {format_bytes(the_plan.bytes_in)}"),
-        ("writes", f"{len(the_plan.outputs)} tensors, {format_bytes(the_plan.bytes_out)}"),
+        ("reads", f"{_count(len(the_plan.inputs), 'tensor')}, {format_bytes(the_plan.bytes_in)}"),
+        (
+            "writes",
+            f"{_count(len(the_plan.outputs), 'tensor')}, {format_bytes(the_plan.bytes_out)}",
+        ),
         ("eager peak", f"{format_bytes(the_plan.eager_peak_bytes)} (everything in memory)"),
         (
             "predicted peak",
@@ -62,12 +70,15 @@ def plan_table(the_plan: Plan) -> Table:
 def report_table(report: Report) -> Table:
     """The report of a conversion as a two-column table."""
     rows = [
-        ("destination", f"{report.destination} ({len(report.files)} files)"),
-        ("read", f"{report.tensors_read} tensors, {format_bytes(report.bytes_read)}"),
-        ("written", f"{report.tensors_written} tensors, {format_bytes(report.bytes_written)}"),
+        ("destination", f"{report.destination} ({_count(len(report.files), 'file')})"),
+        ("read", f"{_count(report.tensors_read, 'tensor')}, {format_bytes(report.bytes_read)}"),
+        (
+            "written",
+            f"{_count(report.tensors_written, 'tensor')}, {format_bytes(report.bytes_written)}",
+        ),
     ]
     if report.resumed_outputs:
-        rows.append(("resumed", f"{report.resumed_outputs} outputs were already written"))
+        rows.append(("resumed", f"{_count(report.resumed_outputs, 'output')} already written"))
     if report.discarded_partial:
         rows.append(("note", "an interrupted run's partial output was discarded"))
     rows.append(("time", f"{report.wall_seconds:.2f} s"))
