@@ -62,7 +62,8 @@ def as_int(op: str, name: str, value: Any) -> int:
         return value.value
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    fail(op, f"expected {name} to be an int, got {value!r}")
+    got = f"the symbolic {show_dim(value)}" if isinstance(value, PrimExpr) else repr(value)
+    fail(op, f"expected {name} to be an int, got {got}")
 
 
 def as_ints(op: str, name: str, value: Any) -> tuple[int, ...]:

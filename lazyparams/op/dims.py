@@ -10,7 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from lazyparams.ir.prim import Add, FloorDiv, IntImm, Mul, PrimExpr, Sub, as_prim, const_int
+from lazyparams.ir.prim import (
+    LT,
+    Add,
+    FloorDiv,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    PrimExpr,
+    PrimVar,
+    Select,
+    Sub,
+    as_prim,
+    const_int,
+)
 
 END_OF_AXIS = 2**31 - 1
 """A slice end at or past this value means "to the end of the axis", even for symbolic dims."""
@@ -148,28 +162,90 @@ def div_dim(a: PrimExpr, b: PrimExpr | int) -> PrimExpr:
     return exact if exact is not None else FloorDiv(a, pb)
 
 
-def slice_extent(dim: PrimExpr, begin: int, end: int, stride: int) -> PrimExpr:
+def slice_extent(
+    dim: PrimExpr, begin: int | PrimExpr, end: int | PrimExpr, stride: int
+) -> PrimExpr:
     """Length of `range(dim)[begin:end:stride]`; numpy's clamping where `dim` is static.
 
-    A symbolic dim cannot be clamped, so its begin and end are taken to lie inside the axis: a
-    negative one counts from the end, and one of magnitude `END_OF_AXIS` or more stands for
-    "past the end" in its direction, as numpy's None would.
+    A symbolic dim cannot be clamped, so its static begin and end are taken to lie inside the
+    axis: a negative one counts from the end, and one of magnitude `END_OF_AXIS` or more stands
+    for "past the end" in its direction, as numpy's None would. A symbolic bound (TVM's
+    `begin=[k]`) is clamped as numpy clamps, by `T.min` / `T.max` in the extent.
     """
     static = const_int(dim)
-    if static is not None:
+    if isinstance(begin, int) and isinstance(end, int) and static is not None:
         return IntImm(len(range(static)[begin:end:stride]))
+    both_static = isinstance(begin, int) and isinstance(end, int)
     lo, hi = _position(dim, begin, stride), _position(dim, end, stride)
     span = hi - lo if stride > 0 else lo - hi
+    if not (both_static or _ordered(begin, end, stride)):
+        span = _fold_max(span, IntImm(0))
     step = abs(stride)
     extent = span if step == 1 else (span + (step - 1)) // step
     value = const_int(extent)
     return IntImm(max(value, 0)) if value is not None else simplify(extent)
 
 
-def _position(dim: PrimExpr, index: int, stride: int) -> PrimExpr:
-    """Where a slice bound points on a symbolic axis; huge bounds stand for "past either end"."""
+def _position(dim: PrimExpr, index: int | PrimExpr, stride: int) -> PrimExpr:
+    """Where a slice bound points on the axis; huge static bounds stand for "past either end"."""
+    if not isinstance(index, int):
+        return _clamped(dim, index, stride)
+    static = const_int(dim)
+    if static is not None:  # a static bound beside a symbolic one: numpy's clamping, exactly
+        low, high = (0, static) if stride > 0 else (-1, static - 1)
+        return IntImm(min(max(index + static if index < 0 else index, low), high))
     if index >= END_OF_AXIS:
         return dim if stride > 0 else dim - 1
     if index <= -END_OF_AXIS:
         return IntImm(0) if stride > 0 else IntImm(-1)
     return dim - (-index) if index < 0 else as_prim(index)
+
+
+def _clamped(dim: PrimExpr, index: PrimExpr, stride: int) -> PrimExpr:
+    """A symbolic bound as numpy places it: counted from the end when negative, then clamped
+    into the axis (`[0, dim]` going forward, `[-1, dim - 1]` going back). Symbolic vars are
+    sizes, never negative, as TVM takes the vars of shapes; the VM checks the extent anyway."""
+    if _non_negative(index):
+        return _fold_min(index, dim if stride > 0 else dim - 1)
+    position = Select(LT(index, IntImm(0)), simplify(index + dim), index)
+    if stride > 0:
+        return _fold_min(_fold_max(position, IntImm(0)), dim)
+    return _fold_min(_fold_max(position, IntImm(-1)), dim - 1)
+
+
+def _ordered(begin: int | PrimExpr, end: int | PrimExpr, stride: int) -> bool:
+    """Provably no negative span: both bounds non-negative (so clamped by the same monotone
+    `T.min`) and `end - begin` (going forward, else `begin - end`) non-negative."""
+    if not all(_non_negative(as_prim(b)) and not _huge(b) for b in (begin, end)):
+        return False
+    return _non_negative(simplify(as_prim(end) - begin if stride > 0 else as_prim(begin) - end))
+
+
+def _huge(bound: int | PrimExpr) -> bool:
+    return isinstance(bound, int) and bound >= END_OF_AXIS
+
+
+def _non_negative(expr: PrimExpr) -> bool:
+    """Provably `expr >= 0`: a polynomial with non-negative coefficients over sizes (vars, and
+    the `T.min` / `T.max` of sizes)."""
+    return all(c >= 0 and all(_is_size(f) for f in fs) for c, fs in _poly(expr))
+
+
+def _is_size(factor: PrimExpr) -> bool:
+    if isinstance(factor, Min | Max):
+        return _non_negative(factor.a) and _non_negative(factor.b)
+    return isinstance(factor, PrimVar)
+
+
+def _fold_min(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    """`T.min(a, b)`, folded when both are static or provably equal."""
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return IntImm(min(a.value, b.value))
+    return a if dims_equal(a, b) else Min(a, b)
+
+
+def _fold_max(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    """`T.max(a, b)`, folded when both are static or provably equal."""
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return IntImm(max(a.value, b.value))
+    return a if dims_equal(a, b) else Max(a, b)

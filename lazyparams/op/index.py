@@ -7,12 +7,13 @@ Extents follow numpy (negative indices, clamping, strides). Imports `ir` only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from lazyparams.ir.describe import describe, show_dim
 from lazyparams.ir.dtype import is_int
 from lazyparams.ir.expr import Call, Expr, Tuple
 from lazyparams.ir.op_registry import OpParam
-from lazyparams.ir.prim import PrimExpr, as_prim, const_int
+from lazyparams.ir.prim import IntImm, PrimExpr, as_prim, const_int
 from lazyparams.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from lazyparams.op.base import (
     OpDef,
@@ -169,13 +170,30 @@ def _infer_strided_slice(call: Call) -> TensorStructInfo:
 def strided_slice(
     x: Expr,
     axes: Sequence[int],
-    begin: Sequence[int],
-    end: Sequence[int],
+    begin: Sequence[int | PrimExpr],
+    end: Sequence[int | PrimExpr],
     strides: Sequence[int] | None = None,
 ) -> Call:
-    """`R.strided_slice(x, axes, begin, end, strides=None)`: a numpy basic slice per axis."""
+    """`R.strided_slice(x, axes, begin, end, strides=None)`: a numpy basic slice per axis;
+    a bound may be an integer prim expression over the function's symbolic vars."""
     attrs = {"axes": axes, "begin": begin, "end": end, "strides": strides}
     return make_call("strided_slice", [x], attrs)
+
+
+def _as_bounds(op: str, name: str, value: Any) -> tuple[int | PrimExpr, ...]:
+    """Slice bounds: ints, or integer prim expressions where TVM writes `begin=[k]` (a static
+    one folds to its int, so `[0]` and `[T.int64(0)]` are the same attr)."""
+    if type(value) is tuple and all(type(v) is int for v in value):  # already canonical
+        return value
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        fail(op, f"expected {name} to be a list of ints, got {value!r}")
+    bounds: list[int | PrimExpr] = []
+    for v in value:
+        symbolic = isinstance(v, PrimExpr) and not isinstance(v, IntImm)
+        if symbolic and not is_int(v.dtype):
+            fail(op, f"expected {name} of an integer dtype, got {show_dim(v)}: {v.dtype}")
+        bounds.append(v if symbolic else as_int(op, name, v))
+    return tuple(bounds)
 
 
 # take ---------------------------------------------------------------------------------------
@@ -233,7 +251,12 @@ register(
             OpParam("strides", "attr", required=False),
         ),
         _infer_strided_slice,
-        normalize={"axes": as_ints, "begin": as_ints, "end": as_ints, "strides": as_optional_ints},
+        normalize={
+            "axes": as_ints,
+            "begin": _as_bounds,
+            "end": _as_bounds,
+            "strides": as_optional_ints,
+        },
     ),
     OpDef(
         "take",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lazyparams import op
 from lazyparams.ir import Tuple, Var
-from lazyparams.ir.prim import PrimVar
+from lazyparams.ir.prim import IntImm, Max, Min, PrimVar
 from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
 from tests.op.helpers import raises, si, t, tensors
 
@@ -124,6 +124,32 @@ def test_strided_slice_symbolic_takes_bounds_inside_the_axis() -> None:
     assert si(op.strided_slice(x, [0], [2**31 - 1], [-(2**31)], [-1])) == TensorStructInfo(
         (n, 8), "float32"
     )
+
+
+def test_strided_slice_symbolic_bounds_clamp_as_numpy_does() -> None:
+    """TVM's `begin=[k]`: a symbolic bound is clamped into the axis by T.min / T.max."""
+    k = PrimVar("k")
+    x = t((n, 8))
+    assert si(op.strided_slice(x, [0], [k], [k + 2])) == TensorStructInfo(
+        (Min(k + 2, n) - Min(k, n), 8), "float32"
+    )
+    assert si(op.strided_slice(x, [0], [0], [k])) == TensorStructInfo((Min(k, n), 8), "float32")
+    assert si(op.strided_slice(t((10, 8)), [0], [k], [10])) == TensorStructInfo(
+        (Max(10 - Min(k, IntImm(10)), IntImm(0)), 8), "float32"
+    )
+    maybe_negative = si(op.strided_slice(x, [0], [n - 2], [n])).shape[0]  # type: ignore[index]
+    assert isinstance(maybe_negative, Max)  # counted from the end if below zero: a select
+    assert "Select" in repr(maybe_negative)
+
+
+def test_strided_slice_static_bounds_written_as_prims_are_ints() -> None:
+    call = op.strided_slice(t((10, 8)), [0], [IntImm(2)], [IntImm(7)])
+    assert call.attrs["begin"] == (2,) and call.attrs["end"] == (7,)
+
+
+def test_strided_slice_refuses_float_bounds() -> None:
+    with raises(r"R.strided_slice: expected begin of an integer dtype, got x: float32"):
+        op.strided_slice(t((10, 8)), [0], [PrimVar("x", "float32")], [7])
 
 
 def test_strided_slice_with_unknown_shape_or_rank() -> None:
