@@ -193,8 +193,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     set_avx512();
 #endif
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && (PyModule_AddIntConstant(m, "BLOCKED_TRANSPOSE", LP_BLOCKED_TRANSPOSE) < 0 ||
-                      lp_mapguard_add(m) < 0)) {
+    if (m != NULL && PyModule_AddIntConstant(m, "BLOCKED_TRANSPOSE", LP_BLOCKED_TRANSPOSE) < 0) {
         Py_DECREF(m);
         return NULL;
     }

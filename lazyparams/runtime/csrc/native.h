@@ -196,9 +196,6 @@ PyObject *lp_quantize_legacy(PyObject *self, PyObject *args); /* gguf_legacy.c *
 PyObject *lp_dequantize_legacy(PyObject *self, PyObject *args);
 extern const char lp_quantize_legacy_doc[], lp_dequantize_legacy_doc[];
 extern const char lp_quantize_gguf_k_doc[], lp_dequantize_gguf_k_doc[];
-/* Adds mapguard.c's guarded maps (the GuardedMap type, guard_map, guard_faulted,
- * guard_faults) to the module; -1 with an error set where it cannot. */
-int lp_mapguard_add(PyObject *module);
 
 /* Whether transpose2d has its blocked loops here (SSE2); without them it would be slower than
  * the numpy tiles, and the Python side declines. */

@@ -1,4 +1,4 @@
-/* Guarded maps: read-only maps of file ranges that a shrinking file cannot crash.
+/* The `_mapguard` module: read-only maps of file ranges that a shrinking file cannot crash.
  *
  * Reading a page of a map that lies past the end of its file (the file was truncated after it
  * was mapped: rewritten by another process, or on a network file system) raises SIGBUS, whose
@@ -10,7 +10,12 @@
  *
  * The handler is installed with the first map. Where another handler has replaced it since,
  * no map is made (guard_map returns None): the caller then reads the bytes instead. */
-#include "native.h"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #if defined(__unix__) || defined(__APPLE__)
 #define LP_MAPGUARD 1
@@ -171,7 +176,8 @@ static PyGetSetDef guarded_getset[] = {
 };
 
 static PyTypeObject GuardedMapType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "lazyparams.runtime._native.GuardedMap",
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lazyparams.io._mapguard.GuardedMap",
     .tp_basicsize = sizeof(GuardedMap),
     .tp_dealloc = guarded_dealloc,
     .tp_as_buffer = &guarded_buffer,
@@ -253,12 +259,21 @@ static PyMethodDef guard_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int lp_mapguard_add(PyObject *module) {
-    if (PyType_Ready(&GuardedMapType) < 0) return -1;
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_mapguard",
+    "Guarded maps: file ranges whose pages read as zeros, not SIGBUS, past a shrunk file's end.",
+    -1, guard_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__mapguard(void) {
+    if (PyType_Ready(&GuardedMapType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
     Py_INCREF(&GuardedMapType);
-    if (PyModule_AddObject(module, "GuardedMap", (PyObject *)&GuardedMapType) < 0) {
+    if (PyModule_AddObject(m, "GuardedMap", (PyObject *)&GuardedMapType) < 0) {
         Py_DECREF(&GuardedMapType);
-        return -1;
+        Py_DECREF(m);
+        return NULL;
     }
-    return PyModule_AddFunctions(module, guard_methods);
+    return m;
 }
