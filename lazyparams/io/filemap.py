@@ -1,9 +1,11 @@
 """Arrays to and from byte ranges of open files: read-only maps, paced writes, background syncs.
 
 Each mapped array gets its own mapping, so its pages leave the process as soon as the array is
-dropped, rather than piling up in one whole-file map. Writes go to disk behind the writer, a
-bounded window at a time, and a `BackgroundSync` thread makes them durable while the writer goes
-on. Imports numpy only.
+dropped, rather than piling up in one whole-file map. The maps are guarded (`io.mapguard`): a
+file that shrinks under one is a CheckpointError from the next write, never a crash or a
+written tensor of zeros. Writes go to disk behind the writer, a bounded window at a time, and
+a `BackgroundSync` thread makes them durable while the writer goes on. Imports numpy and
+`io.mapguard` only.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import math
-import mmap
 import os
 import threading
 import weakref
@@ -20,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from lazyparams.errors import CheckpointError
+from lazyparams.io.mapguard import guarded_map, raise_if_source_shrank, read_range
 
 if TYPE_CHECKING:  # numpy loads with the first array mapped or written: planning needs none
     import numpy as np
@@ -57,8 +59,9 @@ def map_array(
 ) -> Array:
     """A read-only array whose data starts at byte `offset` of the file `fd`.
 
-    `strides` are in elements (C order when None). The array is a zero-copy view when `offset`
-    suits the dtype's alignment, and an aligned copy otherwise.
+    `strides` are in elements (C order when None). The array is a zero-copy view of a guarded
+    map when `offset` suits the dtype's alignment, and an aligned copy otherwise; where no map
+    can be guarded (see `io.mapguard`), its bytes are read into memory instead.
     """
     import numpy as np
 
@@ -75,18 +78,20 @@ def map_array(
 
 
 def _map_bytes(fd: int, offset: int, length: int, path: str) -> Array:
-    """`length` bytes at `offset` as a read-only uint8 array backed by a private mapping."""
+    """`length` bytes at `offset` as a read-only uint8 array backed by a guarded private map
+    (or read into memory where no map can be guarded)."""
     import numpy as np
 
-    start = offset - offset % mmap.ALLOCATIONGRANULARITY
-    size = os.fstat(fd).st_size
-    if offset + length > size:
+    info = os.fstat(fd)
+    if offset + length > info.st_size:
         raise CheckpointError(
             f"{path}: tensor data [{offset}, {offset + length}) runs past the end of the file "
-            f"({size} bytes); the file is truncated"
+            f"({info.st_size} bytes); the file is truncated"
         )
-    window = mmap.mmap(fd, offset - start + length, offset=start, access=mmap.ACCESS_READ)
-    return np.frombuffer(window, np.uint8, length, offset - start)
+    data = guarded_map(fd, offset, length, path, info)
+    if data is None:
+        data = read_range(fd, offset, length, path, info)
+    return np.frombuffer(data, np.uint8, length)
 
 
 def _frozen(array: Array) -> Array:
@@ -119,10 +124,13 @@ def write_array_at(fd: int, array: Array, offset: int) -> None:
     An array `map_array` mapped from a file is copied file to file by the kernel, its pages
     never read into the process. The bytes go to disk behind the writer (see
     `WRITE_BEHIND_BYTES`); an error the disk reports on the way raises OSError here, as a
-    failed write does.
+    failed write does. A source file that shrank under a map while this array (or any
+    other) was read from it raises CheckpointError, before the bytes are written where it
+    can be known by then, else after.
     """
     import numpy as np
 
+    raise_if_source_shrank()
     data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
     pacer = _pacer_of(fd) if len(data) >= WRITEBACK_MIN_BYTES else None
     source = _mapped_source(array)
@@ -130,9 +138,22 @@ def write_array_at(fd: int, array: Array, offset: int) -> None:
         piece = data[start : start + WRITE_CHUNK_BYTES]
         if source is None or not _copy_range(source, start, fd, offset + start, len(piece)):
             source = None  # the kernel refused: write the rest from memory
-            _pwrite_all(fd, piece, offset + start)
+            _write_from_memory(fd, piece, offset + start)
         if pacer is not None:
             pacer.written(fd, offset + start, len(piece))
+    raise_if_source_shrank()
+
+
+def _write_from_memory(fd: int, data: memoryview, offset: int) -> None:
+    """`_pwrite_all`, except that bytes the kernel cannot read (a map past the end of a file
+    that shrank: EFAULT) are copied here first, through the map's guard, which then reports
+    the shrink."""
+    try:
+        _pwrite_all(fd, data, offset)
+    except OSError as err:
+        if err.errno != errno.EFAULT:
+            raise
+        _pwrite_all(fd, memoryview(bytes(data)), offset)
 
 
 _MAPPED: dict[int, tuple[weakref.ref[Array], int, tuple[int, int], int]] = {}

@@ -104,7 +104,9 @@ class GGUFSource(SourceBase):
         info = self.info(name)
         dtype, shape = numpy_dtype(info.dtype), storage_shape(info.dtype, info.shape)
         fd = self._fileno(self._file)
-        return map_array(fd, self._offsets[name], dtype, shape, path=self.path)
+        return map_array(
+            fd, self._offsets[name], dtype, shape, path=f"{self.path}: tensor {name!r}"
+        )
 
     def load_rows(self, name: str, start: int, stop: int) -> Array:
         """Rows [start, stop) of tensor `name`, mapping only their bytes."""

@@ -15,7 +15,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from gguf import GGUFValue, GGUFValueType
 from gguf.constants import GGUF_DEFAULT_ALIGNMENT
@@ -29,6 +29,7 @@ from lazyparams.io.gguf_tensors import (
     read_tensor_infos,
 )
 from lazyparams.io.gguf_values import read_value
+from lazyparams.io.mapguard import guarded_map, raise_if_source_shrank
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)
@@ -56,9 +57,16 @@ class GGUFHeader:
 
 def read_gguf_header(path: str | os.PathLike[str]) -> GGUFHeader:
     """The checked header of the GGUF file at `path`, or a CheckpointError saying what is
-    wrong where; the file is mapped, so only the header's pages are read."""
+    wrong where; the file is mapped, so only the header's pages are read. A file that shrinks
+    while its header is read is a CheckpointError saying so (see `io.mapguard`)."""
     with _mapped(str(path)) as data:
-        return parse_gguf_header(data, str(path))
+        try:
+            header = parse_gguf_header(data, str(path))
+        except CheckpointError:
+            raise_if_source_shrank()  # the truncation, not what the zeros it left look like
+            raise
+        raise_if_source_shrank()
+        return header
 
 
 def parse_gguf_header(data: Any, path: str) -> GGUFHeader:
@@ -77,29 +85,45 @@ def parse_gguf_header(data: Any, path: str) -> GGUFHeader:
 @contextmanager
 def _mapped(path: str) -> Iterator[Any]:
     """The bytes of the regular file `path`, mapped read-only (read, when too small to map);
-    anything else (a folder, a pipe, a device) is refused before it is opened."""
+    anything else (a folder, a pipe, a device) is refused before it is opened. The map is a
+    guarded one where the extension is built, else a plain one: a header is read in
+    milliseconds, so only that long may the file's shrinking crash the process."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise CheckpointError(f"{path}: {UNREADABLE}: not a regular file")
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            if size < mmap.PAGESIZE:
-                data: Any = file.read()
-            else:
-                data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        file = open(path, "rb")  # noqa: SIM115 - kept open while the map is read
     except OSError as err:
         raise CheckpointError(f"{path}: {UNREADABLE}: cannot open: {err.strerror}") from None
-    try:
-        yield data
-    finally:
-        if isinstance(data, mmap.mmap):
-            _close(data)
+    with file:
+        try:
+            data = _map_file(file, path)
+        except OSError as err:
+            raise CheckpointError(f"{path}: {UNREADABLE}: cannot open: {err.strerror}") from None
+        try:
+            yield data
+        finally:
+            if isinstance(data, (mmap.mmap, memoryview)):
+                _close(data)
 
 
-def _close(data: mmap.mmap) -> None:
+def _map_file(file: BinaryIO, path: str) -> Any:
+    """The whole of `file`: read when smaller than a page, else mapped (guarded if it can be)."""
+    info = os.fstat(file.fileno())
+    if info.st_size < mmap.PAGESIZE:
+        return file.read()
+    guarded = guarded_map(file.fileno(), 0, info.st_size, f"{path}: the header", info)
+    if guarded is not None:
+        return guarded
+    return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _close(data: mmap.mmap | memoryview) -> None:
     """Unmap `data`; a view still held elsewhere (by a traceback) keeps it until released."""
     with suppress(BufferError):
-        data.close()
+        if isinstance(data, mmap.mmap):
+            data.close()
+        else:
+            data.release()
 
 
 def _preamble(cur: Cursor) -> int:

@@ -8,7 +8,6 @@ library, which must refuse (or accept) them too.
 from __future__ import annotations
 
 import json
-import mmap
 import struct
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from safetensors import safe_open
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io import SafetensorsSource, TensorInfo
+from lazyparams.io import SafetensorsSource, TensorInfo, filemap
 from lazyparams.io.safetensors_format import build_header, parse_header
 
 
@@ -212,11 +211,11 @@ def test_an_mmap_failure_is_refused_naming_the_tensor(
 ) -> None:
     path = two_tensor_file(tmp_path / "m.safetensors")
 
-    def failing_mmap(*args: object, **kwargs: object) -> mmap.mmap:
+    def failing_map(*args: object, **kwargs: object) -> None:
         raise OSError(12, "Cannot allocate memory")
 
     with SafetensorsSource(path) as source:
-        monkeypatch.setattr(mmap, "mmap", failing_mmap)
+        monkeypatch.setattr(filemap, "guarded_map", failing_map)
         for load in (lambda: source.load("b"), lambda: source.load_rows("b", 0, 2)):
             with pytest.raises(CheckpointError, match="Cannot allocate memory") as caught:
                 load()

@@ -1,0 +1,143 @@
+"""Guarded maps of file ranges: a file that shrinks while it is mapped is an error, not a crash.
+
+Reading a map past the end of a file truncated after it was mapped (rewritten by another
+process, or on a network file system) raises SIGBUS, which ends the process. The guarded maps
+of the `_mapguard` extension read as zeros there instead, and remember the fault; this module
+notes the file and tensor each map holds, and `raise_if_source_shrank` turns a fault into a
+CheckpointError naming them. Writers call it before and after each output they write, so the
+zeros are never kept as data. Without the extension (it is optional), or where it cannot guard
+another map (another SIGBUS handler replaced its own, or too many maps are live), callers read
+the bytes with pread instead. Imports its extension only.
+"""
+
+from __future__ import annotations
+
+import functools
+import mmap
+import os
+import threading
+import weakref
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from lazyparams.errors import CheckpointError
+
+
+@dataclass(slots=True)
+class _Window:
+    """What a guarded map holds: `where` (the file, and the tensor where known), the byte
+    range [start, end) of the file it maps, the file (descriptor and identity) and its size
+    when it was mapped; `reported` once its fault was raised."""
+
+    where: str
+    start: int
+    end: int
+    fd: int
+    identity: tuple[int, int]
+    size: int
+    reported: bool = False
+    ref: weakref.ref[Any] | None = field(default=None, repr=False)
+
+
+_LIVE: dict[int, _Window] = {}
+"""The live guarded maps by slot (a slot is taken again only once its map is gone)."""
+_SHRUNK: list[_Window] = []
+"""Maps whose file shrank under them, not yet raised (their maps may be gone)."""
+_LOCK = threading.Lock()
+_seen_faults = 0
+
+
+@functools.cache
+def _guard() -> ModuleType | None:
+    """The extension, where it was built."""
+    try:
+        from lazyparams.io import _mapguard
+    except ImportError:
+        return None
+    return _mapguard
+
+
+def guarded_map(fd: int, offset: int, length: int, where: str, info: os.stat_result) -> Any:
+    """A read-only memoryview of the `length` (> 0) bytes at `offset` of the file `fd`, from
+    a guarded map; None where no map can be guarded here. `info` is the file's `os.fstat`,
+    `where` names the file and tensor for the error should the file shrink under the map."""
+    guard = _guard()
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    window = None if guard is None else guard.guard_map(fd, start, offset - start + length)
+    if window is None:
+        return None
+    slot = window.slot
+    identity = (info.st_dev, info.st_ino)
+    record = _Window(where, offset, offset + length, fd, identity, info.st_size)
+    record.ref = weakref.ref(window, lambda _: _released(slot))
+    _LIVE[slot] = record
+    return memoryview(window)[offset - start :]
+
+
+def read_range(fd: int, offset: int, length: int, where: str, info: os.stat_result) -> Any:
+    """The `length` bytes at `offset` of the file `fd`, read into memory (a read-only
+    memoryview); a CheckpointError naming `where` if the file ends first."""
+    data = bytearray(length)
+    view, done = memoryview(data), 0
+    while done < length:
+        got = os.preadv(fd, [view[done:]], offset + done)
+        if got == 0:
+            identity = (info.st_dev, info.st_ino)
+            raise _shrank_error(_Window(where, offset, offset + length, fd, identity, info.st_size))
+        done += got
+    return view.toreadonly()
+
+
+def raise_if_source_shrank() -> None:
+    """Raise a CheckpointError for a file that shrank under a guarded map while it was read
+    (one per call, the first found); nothing otherwise. Costs one call into the extension
+    when nothing shrank, so writers call it around every output they write."""
+    guard = _guard()
+    if guard is None or (not _SHRUNK and guard.guard_faults() == _seen_faults):
+        return
+    with _LOCK:
+        _collect(guard)
+        window = _SHRUNK.pop(0) if _SHRUNK else None
+    if window is not None:
+        raise _shrank_error(window)
+
+
+def _collect(guard: ModuleType) -> None:
+    """Move the live maps that faulted since the last look onto `_SHRUNK`."""
+    global _seen_faults
+    _seen_faults = guard.guard_faults()  # first: a fault after this is found next time
+    for slot, window in list(_LIVE.items()):
+        if not window.reported and guard.guard_faulted(slot):
+            window.reported = True
+            _SHRUNK.append(window)
+
+
+def _released(slot: int) -> None:
+    """A guarded map is gone: keep its record if it faulted and was not raised yet (the
+    extension frees the slot only after this runs, so it can still be asked)."""
+    window, guard = _LIVE.pop(slot, None), _guard()
+    if window is None or window.reported or guard is None:
+        return
+    if guard.guard_faulted(slot):
+        window.reported = True
+        _SHRUNK.append(window)
+
+
+def _shrank_error(window: _Window) -> CheckpointError:
+    now = _size_now(window)
+    shrank = f"shrank to {now} bytes" if now is not None else f"shrank below {window.end} bytes"
+    return CheckpointError(
+        f"{window.where}: the file {shrank} while its bytes [{window.start}, {window.end}) "
+        f"were being read; expected at least {window.end} bytes (it had {window.size} when "
+        "the read began): the source changed while it was being read"
+    )
+
+
+def _size_now(window: _Window) -> int | None:
+    """The file's size now, where its descriptor is still open on it."""
+    try:
+        info = os.fstat(window.fd)
+    except OSError:
+        return None
+    return info.st_size if (info.st_dev, info.st_ino) == window.identity else None
