@@ -22,6 +22,7 @@ from lazyparams.frontend import ops
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.ir import IRModule
 from lazyparams.ir.dtype import is_block
+from lazyparams.targets.llamacpp.outtype import SHORT_DTYPES
 
 Recipe = Callable[[Mapping[str, Tensor]], dict[str, Any]]
 
@@ -189,6 +190,7 @@ def _needs_cast(value: Any, target: str) -> bool:
 
 
 def _cast_target(dtype: str) -> str:
+    dtype = SHORT_DTYPES.get(dtype.lower(), dtype)
     if dtype not in CAST_DTYPES:
         raise ConvertError(
             f"recipe 'cast': expected one of {', '.join(CAST_DTYPES)}, got {dtype!r}"
@@ -208,9 +210,10 @@ def _group_size(text: str) -> int:
 
 
 def _cast_argument(text: str) -> str:
-    if text not in CAST_DTYPES:
-        raise ValueError(f"expected one of {', '.join(CAST_DTYPES)}")
-    return CAST_DTYPES[text]
+    name = SHORT_DTYPES.get(text.lower(), text)
+    if name not in CAST_DTYPES:
+        raise ValueError(f"expected one of {', '.join([*CAST_DTYPES, *SHORT_DTYPES])}")
+    return CAST_DTYPES[name]
 
 
 _STEPS: dict[str, Callable[..., Weights]] = {

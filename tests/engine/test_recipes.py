@@ -14,6 +14,7 @@ from lazyparams.engine.recipes import cast, fuse_qkv, quantize_int4, quantize_in
 from lazyparams.errors import ConvertError
 from lazyparams.frontend import trace
 from lazyparams.io import DictSource
+from lazyparams.targets.llamacpp.outtype import output_type
 from tests.engine.helpers import SMALL, bert_tensors, read_all, small_llama
 
 
@@ -178,6 +179,10 @@ def test_quantize_int4_after_fuse_qkv_groups_along_the_input_dim(
         ("bfloat16", ml_dtypes.bfloat16),
         ("float8", ml_dtypes.float8_e4m3fn),
         ("float8_e5m2", ml_dtypes.float8_e5m2),
+        ("f16", np.float16),  # the short spellings gguf:TYPE takes too
+        ("FP16", np.float16),
+        ("bf16", ml_dtypes.bfloat16),
+        ("f32", np.float32),
     ],
 )
 def test_cast_converts_every_float_tensor(argument: str, dtype: Any) -> None:
@@ -224,6 +229,14 @@ def test_bad_recipe_expressions_are_refused(expression: str, message: str) -> No
     with pytest.raises(ConvertError) as err:
         recipe(expression)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("spelling", "converter"),
+    [("f16", "f16"), ("float16", "f16"), ("fp16", "f16"), ("BFloat16", "bf16"), ("fp32", "f32")],
+)
+def test_gguf_takes_the_dtype_spellings_cast_takes(spelling: str, converter: str) -> None:
+    assert output_type(spelling, ["float32"]).name == converter
 
 
 def test_cast_function_refuses_an_unknown_dtype() -> None:

@@ -24,6 +24,14 @@ CONVERTER_TYPES: dict[str, tuple[str, int]] = {
 }
 """--outtype -> (the dtype of quantizable tensors, general.file_type)."""
 
+SHORT_DTYPES: dict[str, str] = {
+    **{name: dtype for name, (dtype, _) in CONVERTER_TYPES.items() if name != "q8_0"},
+    "fp32": "float32",
+    "fp16": "float16",
+}
+"""The short float spellings `gguf:TYPE` and `cast:DTYPE` both take (f16, bf16, fp16, ...),
+with the dtype each means; both also take the dtype's own name."""
+
 Q8_0_BLOCK = 32
 
 
@@ -40,7 +48,7 @@ class OutputType:
 def output_type(text: str, matrix_dtypes: Sequence[str]) -> OutputType:
     """Resolve TYPE of `gguf:TYPE` (case-insensitive); `matrix_dtypes` are the checkpoint's
     2-D+ tensors' dtypes in file order, for `auto`."""
-    key = text.lower()
+    key = _converter_spelling(text.lower())
     if key == "auto":
         key = _guessed(matrix_dtypes)
     if key in CONVERTER_TYPES:
@@ -52,6 +60,12 @@ def output_type(text: str, matrix_dtypes: Sequence[str]) -> OutputType:
         return OutputType(upper, None, mixtures[upper])
     known = [*CONVERTER_TYPES, "auto", *mixtures]
     raise ConvertError(f"recipe 'gguf': unknown type {text!r}; expected one of {', '.join(known)}")
+
+
+def _converter_spelling(key: str) -> str:
+    """`key` as the converter spells its --outtype: `float16` and `fp16` are `f16`."""
+    dtype = SHORT_DTYPES.get(key, key)
+    return next((name for name, (d, _) in CONVERTER_TYPES.items() if d == dtype), key)
 
 
 def mixture_file_types() -> dict[str, int]:
