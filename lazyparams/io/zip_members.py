@@ -37,6 +37,7 @@ MAX_DEFLATE_RATIO = 1032
 
 _LOCAL = struct.Struct("<4sHHH4xIIIHH")  # signature, version, flags, method, ..., name, extra
 _LOCAL_SIGNATURE = b"PK\x03\x04"
+_EMPTY_SIGNATURE = b"PK\x05\x06"  # an archive without members is its end record alone
 _ENCRYPTED = 0x1 | 0x40  # traditional and strong encryption
 _METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 
@@ -71,6 +72,7 @@ class ZipMembers:
     def __init__(self, file: IO[bytes], path: str, what: str = "zip archive") -> None:
         self.path = path
         self._fd = file.fileno()
+        _check_start(self._fd, path, what)
         infos, directory = _central_directory(file, path, what)
         self.members: dict[str, Member] = {}
         for info in infos:
@@ -267,6 +269,17 @@ class _Inflater:
                 raise CheckpointError(f"{self._where}: the file ends inside the member")
             self._next += count
         return bool(self._pending)
+
+
+def _check_start(fd: int, path: str, what: str) -> None:
+    """Refuse bytes before the first member (zipfile skips them; numpy and torch do not read
+    such a file): an archive starts with a member, or with the end record when empty."""
+    head = os.pread(fd, 4, 0)
+    if head not in (_LOCAL_SIGNATURE, _EMPTY_SIGNATURE):
+        raise CheckpointError(
+            f"{path}: not a readable {what}: byte 0 holds {head.hex() or 'nothing'}; expected "
+            f"a zip member's signature {_LOCAL_SIGNATURE.hex()} (no data before the first member)"
+        )
 
 
 def _central_directory(file: IO[bytes], path: str, what: str) -> tuple[list[zipfile.ZipInfo], int]:

@@ -44,8 +44,11 @@ def _sharded(folder: Path) -> Tensors | None:
 
 
 def _npz(path: Path) -> Tensors:
+    """The arrays of the archive's .npy members (numpy hands other members back as bytes,
+    read with their CRC checked; they are no tensors, and lazyparams does not read them)."""
     with np.load(path, allow_pickle=False) as archive:
-        arrays = {name: archive[name] for name in archive.files}
+        names = [n[: -len(".npy")] for n in archive.zip.namelist() if n.endswith(".npy")]
+        arrays = {name: archive[name] for name in names}
     return {name: (a.shape, _native_bytes(a)) for name, a in arrays.items()}
 
 

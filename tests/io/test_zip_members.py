@@ -190,6 +190,14 @@ def test_versions_up_to_6_3_are_read_by_their_method(tmp_path: Path, version: in
         assert np.array_equal(source.load("w"), WEIGHTS)
 
 
+def test_data_before_the_first_member_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.npz"
+    np.savez(path, w=WEIGHTS)
+    path.write_bytes(b"\xa5" * 7 + path.read_bytes())  # zipfile would skip it; numpy would not
+    refused(path, tmp_path, r"m\.npz: not a readable \.npz archive: byte 0 holds a5a5a5a5; "
+            r"expected a zip member's signature 504b0304")  # fmt: skip
+
+
 @pytest.mark.parametrize("version", [64, 99, 0xFFFF])
 def test_later_zip_versions_are_refused(tmp_path: Path, version: int) -> None:
     members = [entry("w.npy", npy_bytes(WEIGHTS), version=version)]
