@@ -14,6 +14,7 @@ import numpy as np
 from lazyparams.errors import LazyParamsError, RuntimeExecError
 from lazyparams.ir.describe import describe
 from lazyparams.ir.dtype import block_type, from_numpy, is_block, to_numpy
+from lazyparams.ir.expr import Call, Var
 from lazyparams.ir.prim import IntImm, PrimExpr, PrimVar, operands
 from lazyparams.ir.struct_info import (
     FuncStructInfo,
@@ -56,6 +57,18 @@ def scalar(expr: PrimExpr, symbols: Symbols, what: str = "") -> int | float | bo
         if not what:
             raise
         raise RuntimeExecError(f"{what}: {err}") from None
+
+
+def returns_unit(call: Call) -> bool:
+    """Whether a call of an extern or a callback is declared to return the unit tuple: TVM
+    types `fset_output` as returning `R.Tuple()`, and a Python callback that returns nothing
+    returns None, which then stands for that tuple."""
+    if call.sinfo_args:
+        declared: StructInfo | None = call.sinfo_args[0]
+    else:
+        callee = call.op.struct_info if isinstance(call.op, Var) else None
+        declared = callee.ret if isinstance(callee, FuncStructInfo) else None
+    return declared == TupleStructInfo(())
 
 
 def shape_of(dims: tuple[PrimExpr, ...], symbols: Symbols, what: str) -> tuple[int, ...]:

@@ -47,7 +47,14 @@ from lazyparams.runtime.memory import MemoryMeter, MemoryStats
 from lazyparams.runtime.pool import BUFFERS
 from lazyparams.runtime.registry import get_global_func
 from lazyparams.runtime.tuple_reset import ReleasedSlot, reset_item
-from lazyparams.runtime.values import Symbols, describe_value, match_value, scalar, shape_of
+from lazyparams.runtime.values import (
+    Symbols,
+    describe_value,
+    match_value,
+    returns_unit,
+    scalar,
+    shape_of,
+)
 from lazyparams.tir.kernel import PrimFuncKernel, compile_prim_func
 from lazyparams.tir.nodes import PrimFunc
 
@@ -326,7 +333,7 @@ class VirtualMachine:
         if callee in self._handoff:
             for arg in args:
                 self._meter.hand_off(arg)
-        return result
+        return () if result is None and returns_unit(call) else result
 
     def _call_op(self, frame: Frame, call: Call, name: str, where: str) -> Any:
         if name == "vm.kill_object":
