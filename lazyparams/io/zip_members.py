@@ -39,6 +39,7 @@ _LOCAL = struct.Struct("<4sHHH4xIIIHH")  # signature, version, flags, method, ..
 _LOCAL_SIGNATURE = b"PK\x03\x04"
 _EMPTY_SIGNATURE = b"PK\x05\x06"  # an archive without members is its end record alone
 _ENCRYPTED = 0x1 | 0x40  # traditional and strong encryption
+_PATCHED = 0x20  # PKWARE's patch data: a delta against a file the reader would need
 _METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 
 
@@ -153,6 +154,11 @@ class ZipMembers:
         name = _member_name(info, where)
         if info.flag_bits & _ENCRYPTED:
             raise CheckpointError(f"{where}: the member is encrypted; expected a plain one")
+        if info.flag_bits & _PATCHED:
+            raise CheckpointError(
+                f"{where}: the member is compressed patched data (flag bit 5), which zip readers "
+                "do not read; expected plain stored or deflated data"
+            )
         method = _METHODS.get(info.compress_type)
         if method is None:
             raise CheckpointError(

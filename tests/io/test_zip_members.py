@@ -198,6 +198,11 @@ def test_data_before_the_first_member_is_refused(tmp_path: Path) -> None:
             r"expected a zip member's signature 504b0304")  # fmt: skip
 
 
+def test_compressed_patched_data_is_refused(tmp_path: Path) -> None:
+    path = write_zip(tmp_path / "m.npz", [entry("w.npy", npy_bytes(WEIGHTS), flags=0x20)])
+    refused(path, tmp_path, r"m\.npz\[w\.npy\]: the member is compressed patched data")
+
+
 @pytest.mark.parametrize("version", [64, 99, 0xFFFF])
 def test_later_zip_versions_are_refused(tmp_path: Path, version: int) -> None:
     members = [entry("w.npy", npy_bytes(WEIGHTS), version=version)]
