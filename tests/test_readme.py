@@ -146,7 +146,7 @@ def test_quick_start(tmp_path: Path) -> None:
     for name, value in source.items():
         np.testing.assert_array_equal(half[name], value.astype(np.float16))
     assert "'half.safetensors'" in lines[1]
-    assert lines[2] == f"model.layers.0.self_attn.k_proj.weight ({D}, {D})"
+    assert lines[2] == f"{4 * LAYERS} ({D}, {D})"
 
 
 def test_a_spec_file(tmp_path: Path) -> None:
