@@ -29,7 +29,7 @@ from lazyparams.io.gguf_tensors import (
     read_tensor_infos,
 )
 from lazyparams.io.gguf_values import read_value
-from lazyparams.io.mapguard import guarded_map, raise_if_source_shrank
+from lazyparams.io.mapguard import guarded_file, raise_if_source_shrank
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)
@@ -102,7 +102,7 @@ def _mapped(path: str) -> Iterator[Any]:
         try:
             yield data
         finally:
-            if isinstance(data, (mmap.mmap, memoryview)):
+            if isinstance(data, mmap.mmap):  # a guarded map goes with its last reference
                 _close(data)
 
 
@@ -111,19 +111,16 @@ def _map_file(file: BinaryIO, path: str) -> Any:
     info = os.fstat(file.fileno())
     if info.st_size < mmap.PAGESIZE:
         return file.read()
-    guarded = guarded_map(file.fileno(), 0, info.st_size, f"{path}: the header", info)
+    guarded = guarded_file(file.fileno(), f"{path}: the header", info)
     if guarded is not None:
         return guarded
     return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def _close(data: mmap.mmap | memoryview) -> None:
+def _close(data: mmap.mmap) -> None:
     """Unmap `data`; a view still held elsewhere (by a traceback) keeps it until released."""
     with suppress(BufferError):
-        if isinstance(data, mmap.mmap):
-            data.close()
-        else:
-            data.release()
+        data.close()
 
 
 def _preamble(cur: Cursor) -> int:

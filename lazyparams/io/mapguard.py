@@ -62,9 +62,22 @@ def guarded_map(fd: int, offset: int, length: int, where: str, info: os.stat_res
     """A read-only memoryview of the `length` (> 0) bytes at `offset` of the file `fd`, from
     a guarded map; None where no map can be guarded here. `info` is the file's `os.fstat`,
     `where` names the file and tensor for the error should the file shrink under the map."""
+    window = _guarded(fd, offset, length, where, info)
+    return None if window is None else memoryview(window)[offset % mmap.ALLOCATIONGRANULARITY :]
+
+
+def guarded_file(fd: int, where: str, info: os.stat_result) -> Any:
+    """The whole (non-empty) file `fd` as a guarded map that reads as an mmap does (its
+    length, its slices as bytes, its buffer); None where no map can be guarded here."""
+    return _guarded(fd, 0, info.st_size, where, info)
+
+
+def _guarded(fd: int, offset: int, length: int, where: str, info: os.stat_result) -> Any:
+    """A guarded map of `fd` from the page holding byte `offset` to `offset + length`, noted
+    as holding `where` there, or None."""
     guard = _guard()
     start = offset - offset % mmap.ALLOCATIONGRANULARITY
-    window = None if guard is None else guard.guard_map(fd, start, offset - start + length)
+    window = None if guard is None else guard.guard_map(fd, start, offset + length - start)
     if window is None:
         return None
     slot = window.slot
@@ -72,7 +85,7 @@ def guarded_map(fd: int, offset: int, length: int, where: str, info: os.stat_res
     record = _Window(where, offset, offset + length, fd, identity, info.st_size)
     record.ref = weakref.ref(window, lambda _: _released(slot))
     _LIVE[slot] = record
-    return memoryview(window)[offset - start :]
+    return window
 
 
 def read_range(fd: int, offset: int, length: int, where: str, info: os.stat_result) -> Any:

@@ -137,7 +137,8 @@ static void free_slot(int slot) {
 }
 #endif
 
-/* A guarded map: its bytes by the buffer protocol, read-only. */
+/* A guarded map: its bytes by the buffer protocol (read-only), its length and its slices, as
+ * an mmap has them. */
 typedef struct {
     PyObject_HEAD
     void *base;
@@ -165,11 +166,47 @@ static void guarded_dealloc(PyObject *self) {
     Py_TYPE(self)->tp_free(self);
 }
 
+static Py_ssize_t guarded_length(PyObject *self) {
+    return ((GuardedMap *)self)->length;
+}
+
+/* map[i] as an int and map[a:b:c] as bytes, as an mmap reads. */
+static PyObject *guarded_subscript(PyObject *self, PyObject *key) {
+    GuardedMap *map = (GuardedMap *)self;
+    const unsigned char *bytes = map->base;
+    if (PyIndex_Check(key)) {
+        Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred()) return NULL;
+        if (i < 0) i += map->length;
+        if (i < 0 || i >= map->length) {
+            PyErr_Format(PyExc_IndexError, "expected an index below %zd", map->length);
+            return NULL;
+        }
+        return PyLong_FromLong(bytes[i]);
+    }
+    if (!PySlice_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "expected an index or a slice, got %.100s",
+                     Py_TYPE(key)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t start, stop, step;
+    if (PySlice_Unpack(key, &start, &stop, &step) < 0) return NULL;
+    Py_ssize_t n = PySlice_AdjustIndices(map->length, &start, &stop, step);
+    if (step == 1) return PyBytes_FromStringAndSize((const char *)bytes + start, n);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n);
+    if (out == NULL) return NULL;
+    char *to = PyBytes_AS_STRING(out);
+    for (Py_ssize_t k = 0; k < n; k++) to[k] = (char)bytes[start + k * step];
+    return out;
+}
+
 static PyObject *guarded_slot(PyObject *self, void *closure) {
     return PyLong_FromLong(((GuardedMap *)self)->slot);
 }
 
 static PyBufferProcs guarded_buffer = {guarded_getbuffer, NULL};
+static PyMappingMethods guarded_mapping = {guarded_length, guarded_subscript, NULL};
+static PySequenceMethods guarded_sequence = {guarded_length};
 static PyGetSetDef guarded_getset[] = {
     {"slot", guarded_slot, NULL, "The map's slot, for guard_faulted.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -181,6 +218,8 @@ static PyTypeObject GuardedMapType = {
     .tp_basicsize = sizeof(GuardedMap),
     .tp_dealloc = guarded_dealloc,
     .tp_as_buffer = &guarded_buffer,
+    .tp_as_mapping = &guarded_mapping,
+    .tp_as_sequence = &guarded_sequence,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A read-only map of a file range that reads as zeros past a shrunk file's end.",
     .tp_weaklistoffset = offsetof(GuardedMap, weakrefs),
