@@ -67,6 +67,9 @@ def test_plan_over_budget_says_why_and_exits_1(
     assert "does NOT fit" in captured.out
     lines = captured.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: memory budget of 1024 bytes")
+    # the binding where the budget breaks and the peak's binding name their tensors
+    assert "(input 'model." in lines[0] and "(output 'model." in lines[0]
+    assert "(output" in captured.out.split("predicted peak")[1]
 
 
 @pytest.mark.parametrize("command", ["plan", "show", "convert"])

@@ -19,6 +19,7 @@ from lazyparams.analysis.memory import (
     estimate_peak_memory,
     weight_struct_info,
 )
+from lazyparams.engine.binding_names import binding_tensors, name_tensors, with_tensor
 from lazyparams.engine.chunking import fit_budget, row_outputs
 from lazyparams.engine.compile import (
     FUNC,
@@ -114,6 +115,16 @@ class Plan:
         return self.profile.peak_binding
 
     @property
+    def peak_tensor(self) -> str | None:
+        """The tensor the peak binding belongs to (`output 'NAME'` or `input 'NAME'`), or None
+        where the peak is at the start or at a binding no tensor owns."""
+        return binding_tensors(self.function).get(self.peak_binding)
+
+    def binding_label(self, binding: str) -> str:
+        """`binding` with the tensor it belongs to, as messages name it."""
+        return with_tensor(binding, binding_tensors(self.function))
+
+    @property
     def chunked_outputs(self) -> tuple[str, ...]:
         """The outputs computed and written in blocks of rows, to fit the budget."""
         return row_outputs(self.module)
@@ -143,7 +154,8 @@ class Plan:
         return None
 
     def check_budget(self) -> None:
-        """Raise BudgetError, naming the binding and the minimum, if the budget cannot hold.
+        """Raise BudgetError, naming the binding (with its tensor) and the minimum, if the
+        budget cannot hold.
 
         Workers never need more than the in-order run: they run within the budget itself.
         """
@@ -155,7 +167,11 @@ class Plan:
                 f"the source's read buffers alone need {self.read_buffer_bytes} bytes, over the "
                 f"budget of {self.budget}"
             )
-        check_budget(self.function, self.budget - self.read_buffer_bytes, inputs=weights)
+        room = self.budget - self.read_buffer_bytes
+        try:
+            check_budget(self.function, room, inputs=weights)
+        except BudgetError as err:
+            raise BudgetError(name_tensors(str(err), binding_tensors(self.function))) from None
 
     def summary(self) -> dict[str, Any]:
         """The plan's numbers as plain data (for JSON reports)."""
@@ -168,6 +184,7 @@ class Plan:
             "bytes_out": self.bytes_out,
             "predicted_peak_bytes": self.predicted_peak_bytes,
             "peak_binding": self.peak_binding,
+            "peak_tensor": self.peak_tensor,
             "eager_peak_bytes": self.eager_peak_bytes,
             "budget": self.budget,
             "fits": self.fits,

@@ -32,8 +32,9 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
-def _peak(nbytes: int, binding: str) -> str:
-    return f"{format_bytes(nbytes)} at binding {binding}"
+def _peak(nbytes: int, the_plan: Plan) -> str:
+    """The peak and where it happens: the binding and the tensor it belongs to."""
+    return f"{format_bytes(nbytes)} at binding {the_plan.binding_label(the_plan.peak_binding)}"
 
 
 def plan_table(the_plan: Plan) -> Table:
@@ -50,7 +51,7 @@ def plan_table(the_plan: Plan) -> Table:
         ("eager peak", f"{format_bytes(the_plan.eager_peak_bytes)} (everything in memory)"),
         (
             "predicted peak",
-            f"{_peak(the_plan.predicted_peak_bytes, the_plan.peak_binding)} ({ratio:.1f}x less)",
+            f"{_peak(the_plan.predicted_peak_bytes, the_plan)} ({ratio:.1f}x less)",
         ),
     ]
     if the_plan.workers > 1:
@@ -91,7 +92,10 @@ def _memory_rows(report: Report) -> list[tuple[str, str]]:
 
     return [
         ("eager peak", format_bytes(report.eager_peak_bytes)),
-        ("predicted peak", _peak(report.predicted_peak_bytes, report.plan.peak_binding)),
+        (
+            "predicted peak",
+            _peak(report.predicted_peak_bytes, report.plan),
+        ),
         ("measured peak (VM)", bytes_or_na(report.measured_peak_bytes)),
         ("peak RSS over start", bytes_or_na(report.peak_rss_bytes)),
     ]

@@ -88,9 +88,36 @@ def test_a_budget_that_cannot_hold_says_where_and_how_much(llama_path: Path) -> 
     assert message is not None
     assert "memory budget of 1024 bytes (1.0 KiB) is too small: binding" in message
     assert f"expected a budget of at least {the_plan.predicted_peak_bytes} bytes" in message
-    assert f"at binding {the_plan.peak_binding}" in message
+    assert f"at binding {the_plan.peak_binding} ({the_plan.peak_tensor})" in message
     with pytest.raises(BudgetError):
         the_plan.check_budget()
+
+
+def test_peaks_and_budget_refusals_name_the_tensor_of_their_binding(llama_path: Path) -> None:
+    the_plan = plan("fuse-qkv", llama_path, budget=1024)
+    output_names = {info.name for info in the_plan.outputs}
+    assert the_plan.peak_tensor is not None
+    kind, _, quoted = the_plan.peak_tensor.partition(" ")
+    assert kind == "output" and quoted.strip("'") in output_names
+    message = the_plan.budget_message or ""
+    # the first binding over budget is the first load: it names the input it reads
+    first = the_plan.inputs[0].name
+    assert f"(input {first!r}) needs" in message, message
+    assert the_plan.binding_label(the_plan.peak_binding) in message
+    assert the_plan.summary()["peak_tensor"] == the_plan.peak_tensor
+
+
+def test_every_binding_of_a_chunked_plan_that_holds_a_tensor_names_one(llama_path: Path) -> None:
+    from lazyparams.engine.binding_names import binding_tensors
+
+    the_plan = plan("cast:float16", llama_path, budget="40KiB")
+    assert the_plan.fits and the_plan.chunked_outputs
+    tensors = binding_tensors(the_plan.function)
+    sources = {f"input {info.name!r}" for info in the_plan.inputs}
+    targets = {f"output {info.name!r}" for info in the_plan.outputs}
+    assert set(tensors.values()) <= sources | targets
+    assert sources <= set(tensors.values())  # a row block's load names its input too
+    assert the_plan.peak_tensor in sources | targets
 
 
 @pytest.mark.parametrize(
