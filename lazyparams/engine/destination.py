@@ -194,12 +194,7 @@ def destination(
             raise ConvertError(
                 f"shard_size: sharding is for safetensors and gguf output, not {chosen}"
             )
-        if chosen != SAFETENSORS:
-            _check_storable(path, chosen, outputs)
-        if metadata is not None and chosen != GGUF:
-            raise ConvertError(f"metadata: key/value metadata is for gguf output, not {chosen}")
-        if metadata is not None:
-            check_gguf_metadata(metadata, where=str(path))
+        check_storable(str(path), chosen, outputs, metadata)
         return Destination(path, tuple(outputs), chosen, shard_size, resume, metadata)
     options = (("format", format), ("shard_size", shard_size), ("resume", resume))
     for name, value in (*options, ("metadata", metadata)):
@@ -213,13 +208,24 @@ def destination(
     raise ConvertError(f"expected a destination path, dict or sink, got {type(dst).__name__}")
 
 
-def _check_storable(path: Path, format: str, outputs: Sequence[TensorInfo]) -> None:
-    """Refuse outputs an npz, npy folder or GGUF cannot hold (names, dtypes), before any data."""
-    if format == GGUF:
-        check_gguf_dtypes(path, outputs)
-    else:
-        refuse_block_types(path, outputs)
-    check_output_names(str(path), [info.name for info in outputs], format)
+def check_storable(
+    where: str, format: str, outputs: Sequence[TensorInfo], metadata: Mapping[str, Any] | None
+) -> None:
+    """Refuse outputs (names, dtypes) or metadata that `format` cannot hold, before any data.
+
+    Depends on the format alone, not on the destination's path, so `plan` runs it too: `where`
+    starts the messages (the destination, or what a plan calls the output).
+    """
+    if format != SAFETENSORS:
+        if format == GGUF:
+            check_gguf_dtypes(where, outputs)
+        else:
+            refuse_block_types(where, outputs)
+        check_output_names(where, [info.name for info in outputs], format)
+    if metadata is not None and format != GGUF:
+        raise ConvertError(f"metadata: key/value metadata is for gguf output, not {format}")
+    if metadata is not None:
+        check_gguf_metadata(metadata, where=where)
 
 
 def _format(path: Path, format: str | None) -> str:

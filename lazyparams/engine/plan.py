@@ -1,7 +1,8 @@
 """`plan(transform, src)`: what a conversion will read, write and hold, before any data is read.
 
 A plan traces the transform against the source's header, lowers it with the standard pipeline
-and predicts the lazy function's peak memory next to the eager one. Imports `analysis`, `io`,
+and predicts the lazy function's peak memory next to the eager one; a target SPEC's output
+(metadata, tokenizer, storable dtypes) is checked as `convert` checks it. Imports `analysis`, `io`,
 `ir` and the engine's own modules.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +32,9 @@ from lazyparams.engine.compile import (
     trace_transform,
     used_inputs,
 )
+from lazyparams.engine.destination import check_storable
 from lazyparams.engine.sizes import size_or_none
-from lazyparams.engine.specs import resolve_spec
+from lazyparams.engine.specs import ResolvedSpec, resolve_spec
 from lazyparams.errors import BudgetError, CheckpointError, ConvertError
 from lazyparams.frontend.tracing import collection_paused
 from lazyparams.io import CheckpointSource, TensorInfo, open_source
@@ -217,7 +219,19 @@ def plan(
         resolved = resolve_spec(transform, source, src)
         traced = trace_transform(resolved.fn, source)
         the_plan = build_plan(traced, source, spec=resolved.name, budget=limit, workers=workers)
+        check_target_output(resolved, the_plan.outputs)
         return replace(the_plan, target=resolved.describe(the_plan.outputs))
+
+
+def check_target_output(resolved: ResolvedSpec, outputs: Sequence[TensorInfo]) -> None:
+    """Run the checks `convert` runs on a target's output before reading data, whatever the
+    destination: its metadata (for `gguf`, config.json's hyperparameters and the tokenizer,
+    with its pre-tokenizer) and what its format can store. A plan that succeeds is then not
+    refused by `convert` for any of these reasons."""
+    if resolved.output_format is None:
+        return
+    where = f"{resolved.name} output"
+    check_storable(where, resolved.output_format, outputs, resolved.metadata(outputs) or None)
 
 
 def build_plan(

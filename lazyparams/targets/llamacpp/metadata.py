@@ -2,8 +2,9 @@
 
 The keys and their order are `hparams`' tables, as llama.cpp's converter writes them: the
 common text-model keys, rope scaling, then the architecture's own. `general.*` comes from
-gguf-py's `Metadata` (folder name, model card), as the converter takes it. Written at convert
-time only (a plan shows none of it); imports gguf, the tables and the hyperparameters.
+gguf-py's `Metadata` (folder name, model card), as the converter takes it. Computed by a
+conversion, and by a plan to refuse what the conversion would (it shows none of it); imports
+gguf, the tables and the hyperparameters.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
 per-tensor types); `metadata` the KV pairs (`general.*`, hyperparameters, tokenizer) in the
 order llama.cpp's converter writes them; `describe` what `plan` shows. Everything is decided
 from config.json and the checkpoint's header. Imports the frontend, io and this package; gguf
-(its value types) and the tokenizer's libraries only once `metadata` is asked for, which a
-plan never does.
+(its value types) and the tokenizer's libraries only once `metadata` is asked for: by a
+conversion, and by a plan, which checks what a conversion would refuse.
 """
 
 from __future__ import annotations
