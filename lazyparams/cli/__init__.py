@@ -24,6 +24,8 @@ from lazyparams.errors import ConvertError, LazyParamsError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from lazyparams.engine.executor import ExecutorReport
+
 
 # Commands ------------------------------------------------------------------------------------
 
@@ -78,8 +80,7 @@ def _run_partition(args: argparse.Namespace, out: Console) -> int:
 
 
 def _run_convert(args: argparse.Namespace, out: Console) -> int:
-    from lazyparams.engine.convert import convert
-    from lazyparams.engine.partition_report import partition_table
+    from lazyparams.engine.convert import Report, convert
     from lazyparams.engine.report_tables import report_table
     from lazyparams.engine.specs import spec_with_options
 
@@ -101,13 +102,22 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
     )
     if args.json:
         _print_json(report.summary())
-    elif args.cluster is not None:
-        out.print(partition_table(report.partition))
-        for worker in report.workers:
-            out.print(worker.line(), markup=False)
-    else:
+    elif isinstance(report, Report):
         out.print(report_table(report))
+    else:
+        _print_cluster_report(report, out)
     return 0
+
+
+def _print_cluster_report(report: ExecutorReport, out: Console) -> None:
+    """The Dask executor's report: the partition, then a line per worker."""
+    from lazyparams.cluster import ClusterReport
+    from lazyparams.engine.partition_report import partition_table
+
+    assert isinstance(report, ClusterReport), type(report)
+    out.print(partition_table(report.partition))
+    for worker in report.workers:
+        out.print(worker.line(), markup=False)
 
 
 def _metadata(args: argparse.Namespace) -> dict[str, Any] | None:

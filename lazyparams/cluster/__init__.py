@@ -8,5 +8,10 @@ engine and `distributed`.
 
 from lazyparams.cluster.connect import MEMORY_RESOURCE, connect
 from lazyparams.cluster.run import ClusterReport, WorkerReport, convert_on_cluster
+from lazyparams.engine.executor import Executor
 
 __all__ = ["MEMORY_RESOURCE", "ClusterReport", "WorkerReport", "connect", "convert_on_cluster"]
+
+# convert(..., cluster=...) finds convert_on_cluster by its entry point (pyproject.toml); this
+# line has the type checker hold it to the engine's executor interface.
+_EXECUTOR: Executor = convert_on_cluster

@@ -19,10 +19,10 @@ import lazyparams.script  # noqa: F401 - the printer: a job is identified by its
 from lazyparams.engine.chunking import row_externs, takes_rows
 from lazyparams.engine.compile import FUNC, function_of, names_of, output_infos, trace_transform
 from lazyparams.engine.destination import Destination, destination, job_description
+from lazyparams.engine.executor import ExecutorReport, find_executor
 from lazyparams.engine.fingerprint import check_mode
 from lazyparams.engine.journal import keeps_partial
 from lazyparams.engine.output import Output
-from lazyparams.engine.partition import cluster_entry
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
 from lazyparams.engine.progress import Bars, Counter
 from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
@@ -128,7 +128,7 @@ def convert(
     cluster: object,
     part_size: int | str | None = ...,
     allow_outside_links: bool = ...,
-) -> Any: ...
+) -> ExecutorReport: ...
 
 
 def convert(
@@ -147,7 +147,7 @@ def convert(
     cluster: object = None,
     part_size: int | str | None = None,
     allow_outside_links: bool = False,
-) -> Any:
+) -> Report | ExecutorReport:
     """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
 
     `transform` and `src` are as for `plan`. `dst` is a path (safetensors unless its extension
@@ -165,7 +165,8 @@ def convert(
     more than the budget (without one, `plan.worker_budget_bytes`). `progress` draws bars on
     stderr. `cluster` (a `distributed.Client`, a scheduler address or `local:N`) runs the
     plan's parts of `part_size` bytes as Dask tasks, each worker within `budget`, and returns
-    the cluster's report (`lazyparams.cluster.ClusterReport`, with the same peaks and summary).
+    the executor's report (`ExecutorReport`: the same peaks and summary; the Dask executor's is
+    `lazyparams.cluster.ClusterReport`).
     `allow_outside_links` is as for `plan` (one machine only: cluster workers open SRC alone).
     """
     if cluster is not None or part_size is not None:  # a ClusterReport
@@ -266,8 +267,8 @@ def _on_cluster(
     workers: int,
     allow_outside_links: bool,
     **options: Any,
-) -> Any:
-    """The conversion as parts on a Dask cluster (the optional cluster layer)."""
+) -> ExecutorReport:
+    """The conversion as parts on a cluster, by the installed executor (see `executor`)."""
     if cluster is None:
         raise ConvertError("part_size: applies to a conversion on a cluster; expected cluster=")
     if workers != 1:
@@ -277,7 +278,7 @@ def _on_cluster(
             "allow_outside_links: applies to a conversion on one machine; cluster workers "
             "open SRC themselves and keep its files inside its folder"
         )
-    return cluster_entry("convert_on_cluster")(transform, src, dst, cluster=cluster, **options)
+    return find_executor()(transform, src, dst, cluster=cluster, **options)
 
 
 def _report(plan: Plan, target: Destination, run: _Run, discarded: bool, seconds: float) -> Report:

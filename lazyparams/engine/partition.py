@@ -11,7 +11,7 @@ and `ir`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -359,30 +359,11 @@ def output_order(module: IRModule) -> tuple[str, ...]:
     return tuple(order)
 
 
-def cluster_entry(name: str) -> Callable[..., Any]:
-    """A function of the cluster layer, found by name when a conversion asks for a cluster.
-
-    The engine cannot import the layer above it, and that layer needs the optional `dask`
-    extra, so it is loaded only here, only when asked for.
-    """
-    import importlib
-
-    try:
-        module = importlib.import_module("lazyparams.cluster")
-    except ImportError as err:
-        raise ConvertError(
-            f"cluster: running on a cluster needs Dask ({err}); expected it installed: "
-            "pip install 'lazyparams[dask]'"
-        ) from None
-    return getattr(module, name)  # type: ignore[no-any-return]
-
-
 __all__ = [
     "Part",
     "Partition",
     "Template",
     "UnitRun",
     "build_partition",
-    "cluster_entry",
     "partition",
 ]

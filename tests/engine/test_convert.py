@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from lazyparams.engine import convert, plan
+from lazyparams.engine.executor import find_executor
 from lazyparams.engine.journal import work_dir
 from lazyparams.errors import ConvertError
 from lazyparams.io import DictSink, DictSource, SafetensorsSink, TensorInfo
@@ -155,3 +156,15 @@ def test_outputs_that_are_constants_or_inputs_passed_through(tmp_path: Path) -> 
     np.testing.assert_array_equal(got["again"], tensors["a"])
     np.testing.assert_array_equal(got["const"], np.ones(3, np.int32))
     assert report.tensors_read == 1
+
+
+def test_an_executor_that_is_not_installed_is_named_with_what_to_install() -> None:
+    with pytest.raises(ConvertError, match=r"no executor 'ray' is installed .*lazyparams\[dask\]"):
+        find_executor("ray")
+
+
+def test_the_dask_executor_is_found_by_its_entry_point() -> None:
+    pytest.importorskip("distributed")
+    from lazyparams.cluster import convert_on_cluster
+
+    assert find_executor() is convert_on_cluster
