@@ -1,7 +1,9 @@
 """A llama-like checkpoint made on the spot, and the conversion `lazyparams demo` runs on it.
 
 The checkpoint uses Hugging Face llama names (`model.layers.{i}.self_attn.q_proj.weight`, ...)
-and is written tensor by tensor as sharded safetensors, so making it needs one tensor's memory.
+and is written tensor by tensor as sharded safetensors, so making it needs one tensor's memory;
+with its config.json and a byte-level tokenizer (`demo_model`) it is a model folder the `gguf`
+recipes convert.
 Imports `io` and the engine's own modules.
 """
 
@@ -15,6 +17,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lazyparams.engine.convert import Report, convert
+from lazyparams.engine.demo_model import DEMO_PRE, write_model_files
+from lazyparams.engine.specs import Target, gguf_target, target_of
 from lazyparams.io import TensorInfo, open_sink
 
 _LAYER: tuple[tuple[str, str, str], ...] = (
@@ -98,5 +102,10 @@ def run_demo(
     """Make a llama-like checkpoint in `folder` and convert it with `spec` into `folder/out`."""
     chosen = shape or LlamaShape()
     source = make_llama_checkpoint(Path(folder) / "llama", chosen)
-    report = convert(spec, source, Path(folder) / "out", shard_size=32 << 20, progress=progress)
+    write_model_files(source, chosen)
+    recipe: str | Target = spec
+    target = target_of(spec)
+    if target is not None:  # the byte-level tokenizer above splits text as GPT-2 does
+        recipe = gguf_target(getattr(target, "type_name", None), pre=DEMO_PRE)
+    report = convert(recipe, source, Path(folder) / "out", shard_size=32 << 20, progress=progress)
     return DemoRun(sum(info.nbytes for info in chosen.infos()), report)

@@ -83,7 +83,7 @@ def spec_with_options(spec: str, *, gguf_pre: str | None = None) -> Any:
     """SPEC as the CLI gives it, with the options that belong to one recipe (`--gguf-pre`)."""
     if gguf_pre is None:
         return spec
-    target = _target(spec)
+    target = target_of(spec)
     if target is None:
         raise ConvertError(f"--gguf-pre applies to the gguf recipe, not to {spec!r}")
     return gguf_target(getattr(target, "type_name", None), gguf_pre)
@@ -92,7 +92,7 @@ def spec_with_options(spec: str, *, gguf_pre: str | None = None) -> Any:
 def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
     """Bind SPEC to the model folder of `src` (a path; else the folder of the source's path)."""
     folder = model_folder(src, source)
-    target = _target(spec)
+    target = target_of(spec)
     if target is not None:
         return _bind_target(target, folder, source)
     if isinstance(spec, IRModule):
@@ -109,7 +109,8 @@ def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
     )
 
 
-def _target(spec: Any) -> Target | None:
+def target_of(spec: Any) -> Target | None:
+    """The target SPEC names (a `gguf[:TYPE]` recipe, or a target object), else None."""
     if isinstance(spec, Target):
         return spec
     if not isinstance(spec, str) or spec.endswith(".py"):
