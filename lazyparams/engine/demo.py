@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from lazyparams.engine.convert import Report, convert
 from lazyparams.engine.demo_model import DEMO_PRE, write_model_files
-from lazyparams.engine.specs import Target, gguf_target, target_of
+from lazyparams.engine.specs import gguf_target, target_of
 from lazyparams.io import TensorInfo, open_sink
 
 _LAYER: tuple[tuple[str, str, str], ...] = (
@@ -103,7 +104,7 @@ def run_demo(
     chosen = shape or LlamaShape()
     source = make_llama_checkpoint(Path(folder) / "llama", chosen)
     write_model_files(source, chosen)
-    recipe: str | Target = spec
+    recipe: Any = spec  # a recipe expression, or the gguf target it names
     target = target_of(spec)
     if target is not None:  # the byte-level tokenizer above splits text as GPT-2 does
         recipe = gguf_target(getattr(target, "type_name", None), pre=DEMO_PRE)
