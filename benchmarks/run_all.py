@@ -1,7 +1,7 @@
 """The benchmark suite in one command: every tool on every workload, side by side, as ratios.
 
     python -m benchmarks.run_all             # L = 8, 16, 32 and the real layout, 3 runs each
-    python -m benchmarks.run_all --readme    # and put the table into README.md
+    python -m benchmarks.run_all --results   # and put the table into benchmarks/RESULTS.md
 
 Workloads: the llama-like checkpoint of DESIGN.md (d=512, f=1376, float32, sharded) at each
 `--layers`, and the real layout of `real_layout` (embeddings, norms, lm_head). Tools: eager
@@ -44,7 +44,7 @@ from lazyparams.transform import LazyTransformParams
 
 RECIPE = timeline.RECIPE
 RESULTS = Path(__file__).resolve().parent / "results"
-README = Path(__file__).resolve().parent.parent / "README.md"
+RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
 MARKERS = ("<!-- benchmarks:begin -->", "<!-- benchmarks:end -->")
 MIB = 1 << 20
 REFERENCE = "lazyparams-2"
@@ -285,21 +285,21 @@ def markdown(
     )
 
 
-def update_readme(text: str, command: str) -> None:
-    """Put the command and the results under README.md's benchmark heading, between its
+def update_results(text: str, command: str) -> None:
+    """Put the command and the results under RESULTS.md's benchmark heading, between its
     markers (heading and markers are appended the first time)."""
-    readme = README.read_text(encoding="utf-8")
+    results = RESULTS_MD.read_text(encoding="utf-8")
     intro = (
         "Every tool converts the same checkpoints with the same transform, side by side:\n\n"
         f'```sh\npip install -e ".[bench]"\n{command}\n```\n\n'
     )
     section = f"{MARKERS[0]}\n{intro}{text}{MARKERS[1]}"
-    if MARKERS[0] in readme and MARKERS[1] in readme:
-        head, rest = readme.split(MARKERS[0], 1)
-        readme = head + section + rest.split(MARKERS[1], 1)[1]
+    if MARKERS[0] in results and MARKERS[1] in results:
+        head, rest = results.split(MARKERS[0], 1)
+        results = head + section + rest.split(MARKERS[1], 1)[1]
     else:
-        readme = readme.rstrip("\n") + "\n\n## Benchmarks\n\n" + section + "\n"
-    README.write_text(readme, encoding="utf-8")
+        results = results.rstrip("\n") + "\n\n## Benchmarks\n\n" + section + "\n"
+    RESULTS_MD.write_text(results, encoding="utf-8")
 
 
 # The command -----------------------------------------------------------------------------------
@@ -339,9 +339,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if panels:
         title = f"memory over time, fuse-qkv+cast:float16 ({environment()})"
         timeline.plot(panels, out / "memory.png", title)
-    if args.readme:
-        plot = os.path.relpath(out.resolve() / "memory.png", README.parent)
-        update_readme(markdown(workloads, tools, command, args.repeat, plot), command)
+    if args.results:
+        plot = os.path.relpath(out.resolve() / "memory.png", RESULTS_MD.parent)
+        update_results(markdown(workloads, tools, command, args.repeat, plot), command)
     print(text)
     return 0
 
@@ -358,7 +358,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-tvm", action="store_true", help="skip TVM even if installed")
     parser.add_argument("--out", default=str(RESULTS), help="where the table and plot go")
     parser.add_argument("--work", default=None, help="folder for the temporary checkpoints")
-    parser.add_argument("--readme", action="store_true", help="put the table into README.md")
+    parser.add_argument(
+        "--results", action="store_true", help="put the table into benchmarks/RESULTS.md"
+    )
     return parser
 
 

@@ -1,5 +1,5 @@
 """The benchmark suite's own pieces: the real layout's baselines, placing a predicted timeline on
-the time axis, the results table and the README section."""
+the time axis, the results table and the RESULTS.md section."""
 
 from __future__ import annotations
 
@@ -79,14 +79,14 @@ def test_the_table_gives_medians_and_ratios_to_two_workers() -> None:
     )
 
 
-def test_the_readme_section_is_appended_then_replaced(
+def test_the_results_section_is_appended_then_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    readme = tmp_path / "README.md"
+    readme = tmp_path / "RESULTS.md"
     readme.write_text("# title\n\nfirst lines\n")
-    monkeypatch.setattr(run_all, "README", readme)
-    run_all.update_readme("table one\n", "python -m benchmarks.run_all")
-    run_all.update_readme("table two\n", "python -m benchmarks.run_all")
+    monkeypatch.setattr(run_all, "RESULTS_MD", readme)
+    run_all.update_results("table one\n", "python -m benchmarks.run_all")
+    run_all.update_results("table two\n", "python -m benchmarks.run_all")
     text = readme.read_text()
     assert text.startswith("# title\n\nfirst lines\n\n## Benchmarks\n")
     assert "table two" in text and "table one" not in text
