@@ -18,7 +18,13 @@ from typing import Any, overload
 import lazyparams.script  # noqa: F401 - the printer: a job is identified by its script text
 from lazyparams.engine.chunking import row_externs, takes_rows
 from lazyparams.engine.compile import FUNC, function_of, names_of, output_infos, trace_transform
-from lazyparams.engine.destination import Destination, destination, job_description
+from lazyparams.engine.destination import (
+    SAFETENSORS,
+    Destination,
+    destination,
+    job_description,
+    source_header_metadata,
+)
 from lazyparams.engine.executor import ExecutorReport, find_executor
 from lazyparams.engine.fingerprint import check_mode
 from lazyparams.engine.journal import keeps_partial
@@ -244,8 +250,9 @@ def prepare(
     metadata: Mapping[str, Any] | None,
     verify: str = "sampled",
 ) -> Prepared:
-    """Trace SPEC against the source, choose and check the destination (format, metadata) and
-    prepare it (an existing output refused, an interrupted one read for resume)."""
+    """Trace SPEC against the source, choose and check the destination (format, metadata; a
+    safetensors output keeps a safetensors source's `__metadata__`) and prepare it (an
+    existing output refused, an interrupted one read for resume)."""
     resolved = resolve_spec(transform, source, src)
     traced = trace_transform(resolved.fn, source)
     outputs = output_infos(traced)
@@ -254,6 +261,8 @@ def prepare(
     target = destination(
         dst, outputs, format=chosen, shard_size=shard_size, resume=resume, metadata=meta
     )
+    if target.format == SAFETENSORS and target.path is not None:
+        target.header_metadata = source_header_metadata(source)
     job = job_description(traced.script(), source, outputs, target, check_mode(verify))
     target.prepare(job)
     return Prepared(resolved, traced, outputs, target, job)

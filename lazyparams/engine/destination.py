@@ -65,6 +65,8 @@ class Destination:
     resuming: bool = False
     lock: DestinationLock | None = None
     records: dict[str, int] = field(default_factory=dict)
+    header_metadata: dict[str, str] | None = None
+    """The safetensors `__metadata__` of every output file (the source's, kept)."""
     _layout: Layout | None = field(default=None, init=False, repr=False)
 
     @property
@@ -156,7 +158,9 @@ class Destination:
         if self.path is None:
             return SinkOutput(self.target, [])  # type: ignore[arg-type]
         if self.format == SAFETENSORS:
-            return StagedSafetensors(self.path, self.outputs, self.shard_size, job, self.resuming)
+            return StagedSafetensors(
+                self.path, self.outputs, self.shard_size, job, self.resuming, self.header_metadata
+            )
         done = self.records if self.resuming else None
         return StagedFiles(self.path, self.layout(), self.outputs, job, done)
 
@@ -283,3 +287,14 @@ def _source_files(source: Any) -> list[Path]:
     shards = sorted(set(getattr(source, "weight_map", {}).values()))
     files = dict.fromkeys([path, *(path.parent / name for name in shards)])  # once each
     return [p for p in files if p.exists()]
+
+
+def source_header_metadata(source: Any) -> dict[str, str] | None:
+    """A safetensors source's `__metadata__` (text keys and values, such as `format: pt`),
+    which a safetensors output keeps; None for a source without any."""
+    metadata = getattr(source, "metadata", None)
+    if not isinstance(metadata, Mapping) or not metadata:
+        return None
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        return None
+    return dict(metadata)

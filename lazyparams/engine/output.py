@@ -93,7 +93,8 @@ class StagedSafetensors:
     """A safetensors checkpoint (sharded or not) built in DST's work folder, tensor by tensor.
 
     Made fresh, it replaces any earlier work folder; made with `resume`, it reopens the files
-    of the work folder, whose journal lists the outputs already there.
+    of the work folder, whose journal lists the outputs already there. `metadata` is every
+    file's `__metadata__` (the source's, kept).
     """
 
     def __init__(
@@ -103,8 +104,10 @@ class StagedSafetensors:
         shard_size: int | None,
         job: dict[str, Any],
         resume: bool,
+        metadata: dict[str, str] | None = None,
     ) -> None:
         self.dst, self.work = dst, work_dir(dst)
+        self.metadata = metadata
         self.infos = {info.name: info for info in infos}
         self.plan = plan_shards(dst, infos, shard_size)
         self.files = tuple(str(f) for f in published_files(self.plan))
@@ -140,7 +143,7 @@ class StagedSafetensors:
             for final, group in self.plan.shards:
                 self._reopen_shard(final, group)
             return
-        headers = [build_header(group, path=str(final)) for final, group in self.plan.shards]
+        headers = [build_header(g, self.metadata, path=str(f)) for f, g in self.plan.shards]
         if self.work.exists():
             WorkLock(self.work, self.dst).release()  # refuse if another run is writing it
             remove_work(self.work)
@@ -170,7 +173,7 @@ class StagedSafetensors:
         write_job(self.work, job)  # last: a job file means every data file exists
 
     def _reopen_shard(self, final: Path, group: list[TensorInfo]) -> None:
-        header, offsets = build_header(group, path=str(final))
+        header, offsets = build_header(group, self.metadata, path=str(final))
         path = self.work / DATA_DIR / final.name
         size = len(header) + sum(info.nbytes for info in group)
         try:

@@ -81,6 +81,16 @@ class ShardedSource(MultiFileSource):
             self.close()
             raise
 
+    @property
+    def metadata(self) -> dict[str, str] | None:
+        """The shards' safetensors `__metadata__`, merged (a key's first value, shards in
+        order), or None when no shard has any."""
+        merged: dict[str, str] = {}
+        for shard in self._members:
+            for key, value in (getattr(shard, "metadata", None) or {}).items():
+                merged.setdefault(key, value)
+        return merged or None
+
     def _add_shard(self, real: str, file: str, shard: CheckpointSource) -> None:
         """Take the tensors of `shard` (named `file` in the index), checked against the index."""
         self._members.append(shard)
