@@ -36,6 +36,7 @@ from lazyparams.engine.sizes import size_or_none
 from lazyparams.engine.specs import ResolvedSpec, file_metadata, resolve_spec, target_format
 from lazyparams.errors import ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo
+from lazyparams.io.mapguard import raise_if_source_shrank
 from lazyparams.ir import IRModule
 from lazyparams.runtime import MemoryStats, VirtualMachine
 from lazyparams.runtime.parallel import ParallelRunner
@@ -350,6 +351,7 @@ def _execute(plan: Plan, source: CheckpointSource, output: Output, counter: Coun
     def set_item(index: int, value: Any) -> None:
         name = outputs[int(index)]
         output.write(name, value)
+        raise_if_source_shrank()  # a sink keeping arrays in memory writes no file to check
         counter.wrote(name, int(value.nbytes))
 
     externs: dict[str, Callable[..., Any]] = dict(plan.module.attrs.get("numpy_kernels", {}))
@@ -360,6 +362,7 @@ def _execute(plan: Plan, source: CheckpointSource, output: Output, counter: Coun
     gc.collect()  # garbage from tracing must not be freed inside the measured window
     with PeakResident() as resident:
         stats = _run_lazy(plan, vm)
+    raise_if_source_shrank()
     return _Run(counter, stats.peak_bytes, resident.peak_bytes)
 
 

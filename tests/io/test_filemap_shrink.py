@@ -265,6 +265,38 @@ def test_convert_of_a_file_that_shrinks_exits_1_naming_it(tmp_path: Path, recipe
     assert [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]  # no partial output kept
 
 
+CONVERT_INTO_A_DICT = """
+    import os, sys
+    from lazyparams import convert
+    from lazyparams.errors import CheckpointError
+    from lazyparams.io import SafetensorsSource
+
+    keep, src = int(sys.argv[1]), sys.argv[2]
+    load = SafetensorsSource.load
+
+    def load_then_shrink(self, name):
+        array = load(self, name)
+        os.truncate(self.path, keep)
+        return array
+
+    SafetensorsSource.load = load_then_shrink
+    try:
+        convert("cast:float16", src, {}, progress=False)
+    except CheckpointError as err:
+        print(err)
+"""
+
+
+@needs_guard
+def test_a_destination_in_memory_is_refused_too(tmp_path: Path) -> None:
+    """A dict keeps the computed (partly zero-filled) array without writing a file: the
+    engine checks the guard after each output and at the end."""
+    src = write_safetensors(tmp_path / "m.safetensors")
+    done = run_child(CONVERT_INTO_A_DICT, KEEP, src)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{src}: tensor 'w': the file shrank to {KEEP} bytes")
+
+
 @pytest.mark.skipif(
     os.environ.get("LAZYPARAMS_REQUIRE_NATIVE") != "1", reason="the extension is optional here"
 )
