@@ -324,12 +324,12 @@ class _ModelBuilder:
         """Lazy model: the bindings `KillAfterLastUse` waits for before killing each var."""
         outputs = output_fields(self.func, self.model.output_tuple)
         handed = [o.tuple_value if isinstance(o, TupleGetItem) else o for o in outputs]
-        escaping = [v for v in (*handed, *self.func.params) if isinstance(v, Var)]
         facts = KillFacts(
+            self.func.params,
             self.live.bindings,
             self.model.cost_reads,
             self.load_of,
-            escaping,
+            [v for v in handed if isinstance(v, Var)],
             self.model.output_tuple,
         )
         return kill_group_readers(facts)

@@ -1,10 +1,9 @@
-"""Where values may be freed: which storage each var holds, which storage escapes, and the
-binding after which each var dies; then the kills themselves, inserted into a function.
+"""Where values may be freed: which storage escapes, and the binding after which each var
+dies; then the kills themselves, inserted into a function.
 
-A var holds the storage of its *roots*: itself, and for a tuple, a tuple field, a var copy or
-a match_cast of a value, that value's roots too. A var is killed only after the last use of
-every var sharing one of its roots, so nothing is freed while an alias still reads it; an If's
-var holds what either branch's result may alias.
+A var is killed only after the last use of every var sharing one of its roots (the storage it
+holds, from `analysis.aliases`, which the memory model reads too), so nothing is freed while an
+alias still reads it.
 Imports `ir`, `op` and `analysis`.
 """
 
@@ -13,24 +12,19 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from lazyparams.analysis.aliases import aliases, root_readers
 from lazyparams.analysis.liveness import Liveness, liveness, used_vars
 from lazyparams.analysis.memory_model import is_kill
 from lazyparams.ir import (
     Binding,
     BindingBlock,
     BlockBuilder,
-    Call,
     DataflowBlock,
-    Expr,
     Function,
-    GlobalVar,
-    If,
     ObjectStructInfo,
     SeqExpr,
     StructInfo,
     TensorStructInfo,
-    Tuple,
-    TupleGetItem,
     TupleStructInfo,
     Var,
 )
@@ -51,80 +45,15 @@ class Storage:
 
 def storage(func: Function, live: Liveness, handoff: Collection[str]) -> Storage:
     """Alias facts of `func`; values given to a callee named in `handoff` escape."""
-    aliases = _Aliases(func.params)
-    for binding in live.bindings:
-        aliases.bind(binding)
-    roots = aliases.roots
-    escaping: set[Var] = set(func.params)
-    for var in live.result_uses:
-        escaping |= aliases.of(var)
-    last_read: dict[Var, int] = {}
-    for index, (binding, used) in enumerate(zip(live.bindings, live.uses, strict=True)):
-        last_read.setdefault(binding.var, index)
-        for var in used:
-            for root in aliases.of(var):
-                last_read[root] = max(last_read.get(root, index), index)
+    found = aliases(func.params, live.bindings)
+    escaping = set(func.params) | found.of_all(live.result_uses)
+    last_read = {b.var: index for index, b in enumerate(live.bindings)}
+    for root, readers in root_readers(found, live.uses).items():
+        last_read[root] = max(last_read.get(root, -1), *readers)
+    for binding, used in zip(live.bindings, live.uses, strict=True):
         if is_handoff(binding.value, handoff):
-            for var in used:
-                escaping |= aliases.of(var)
-    return Storage(roots, frozenset(escaping), last_read)
-
-
-class _Aliases:
-    """The roots of every var, and of each field of the vars bound to a tuple literal (so
-    `t[0]` holds the first field's storage only)."""
-
-    def __init__(self, params: tuple[Var, ...]) -> None:
-        self.roots: dict[Var, frozenset[Var]] = {p: frozenset((p,)) for p in params}
-        self.fields: dict[Var, tuple[frozenset[Var], ...]] = {}
-
-    def of(self, var: Var) -> frozenset[Var]:
-        return self.roots.get(var, frozenset((var,)))
-
-    def bind(self, binding: Binding) -> None:
-        """The var itself, plus the storage its value aliases."""
-        var, value = binding.var, binding.value
-        own = frozenset((var,))
-        if isinstance(value, If):
-            branches = (value.true_branch, value.false_branch)
-            self.roots[var] = own.union(*(self._branch_roots(b) for b in branches))
-            return
-        if isinstance(value, Call):
-            if isinstance(value.op, GlobalVar):  # a Relax function may return its arguments
-                own = own.union(*(self.of(v) for v in used_vars(value)))
-            self.roots[var] = own
-            return
-        self.roots[var] = own | self.expr(value)
-        if isinstance(value, Tuple):
-            self.fields[var] = tuple(self.expr(f) for f in value.fields)
-        elif isinstance(value, Var) and value in self.fields:
-            self.fields[var] = self.fields[value]
-
-    def _branch_roots(self, branch: SeqExpr) -> frozenset[Var]:
-        """The outer roots an If branch's result may alias (its own values become the If's)."""
-        inner = _Aliases(())
-        inner.roots, inner.fields = dict(self.roots), dict(self.fields)
-        local: set[Var] = set()
-        for block in branch.blocks:
-            for binding in block.bindings:
-                inner.bind(binding)
-                local.add(binding.var)
-        return frozenset(r for r in inner.expr(branch.body) if r not in local)
-
-    def expr(self, expr: Expr) -> frozenset[Var]:
-        """The roots an expression reads without copying (a var, tuple fields, a field)."""
-        if isinstance(expr, Var):
-            return self.of(expr)
-        if isinstance(expr, Tuple):
-            return frozenset().union(*(self.expr(f) for f in expr.fields))
-        if isinstance(expr, TupleGetItem):
-            source = expr.tuple_value
-            if isinstance(source, Tuple):
-                return self.expr(source.fields[expr.index])
-            if isinstance(source, Var) and source in self.fields:
-                return self.fields[source][expr.index]
-            return self.expr(source)
-        return frozenset()
+            escaping |= found.of_all(used)
+    return Storage(found.roots, frozenset(escaping), last_read)
 
 
 def holds_memory(sinfo: StructInfo | None) -> bool:
