@@ -160,15 +160,24 @@ def test_public_names_import_from_where_they_always_did() -> None:
     assert done.stdout.strip() == "ok"
 
 
-def test_an_op_is_found_by_name_with_only_the_ir_imported() -> None:
+def test_an_op_is_found_by_name_once_the_op_layer_registered_it() -> None:
     code = (
+        "from lazyparams.errors import StructInfoError\n"
         "from lazyparams.ir.op_registry import get_op, op_info\n"
+        "try:\n"
+        "    get_op('permute_dims')\n"
+        "except StructInfoError as error:\n"
+        "    print(error)\n"
+        "import lazyparams.op\n"
         "print(get_op('permute_dims').name, op_info('concat').name)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, check=True
     )
-    assert done.stdout.split() == ["permute_dims", "concat"]
+    assert done.stdout.splitlines() == [
+        "unknown op R.permute_dims; no op is registered: import lazyparams.op",
+        "permute_dims concat",
+    ]
 
 
 def test_the_version_printed_is_the_one_the_project_declares() -> None:

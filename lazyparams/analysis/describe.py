@@ -26,8 +26,8 @@ from lazyparams.ir.expr import (
     TupleGetItem,
     Var,
 )
+from lazyparams.ir.op_registry import SINFO_ARG_KEYWORDS
 from lazyparams.ir.prim import PrimExpr
-from lazyparams.op.builtin import SINFO_ARG_KEYWORDS
 
 
 def expr_text(expr: Expr) -> str:

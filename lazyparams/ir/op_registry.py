@@ -1,13 +1,12 @@
 """The operator registry: op name -> signature, struct-info inference and purity.
 
 Ops are data: the `op` layer registers each one here, and the IR, printer, parser, passes and
-VM look them up by name. Imports the other `ir` modules only (the `op` layer, by name, the first
-time a lookup misses).
+VM look them up by name. Code that looks an op up by name imports `lazyparams.op` itself (an `Op`
+node exists only once registered). Imports the other `ir` modules only.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -47,6 +46,9 @@ class OpInfo:
 _INFOS: dict[str, OpInfo] = {}
 _OPS: dict[str, Op] = {}
 
+SINFO_ARG_KEYWORDS: dict[str, str] = {"call_tir": "out_sinfo"}
+"""Ops whose script spelling has a keyword stored in `Call.sinfo_args` rather than in attrs."""
+
 
 def register_op(info: OpInfo) -> Op:
     """Register an op (again: the newer entry wins) and return its unique `Op` node."""
@@ -54,16 +56,8 @@ def register_op(info: OpInfo) -> Op:
     return _OPS.setdefault(info.name, Op(info.name))
 
 
-def _register_builtin_ops() -> None:
-    """Load the `op` layer, which registers every built-in op; the IR sits below it, so it is
-    named here rather than imported, and loaded only once a lookup needs it."""
-    importlib.import_module("lazyparams.op")
-
-
 def get_op(name: str) -> Op:
     """The unique `Op` node of a registered op, or raise naming the unknown op."""
-    if name not in _OPS:
-        _register_builtin_ops()
     if name not in _OPS:
         raise _unknown(name)
     return _OPS[name]
@@ -73,18 +67,17 @@ def op_info(op: Op | str) -> OpInfo:
     """The registry entry of an op, by node or by name."""
     name = op if isinstance(op, str) else op.name
     if name not in _INFOS:
-        _register_builtin_ops()
-    if name not in _INFOS:
         raise _unknown(name)
     return _INFOS[name]
 
 
 def _unknown(name: str) -> StructInfoError:
-    ops = ", ".join(f"R.{n}" for n in sorted(_INFOS)) or "none"
+    if not _INFOS:  # the IR registers nothing itself: the op layer does, once imported
+        return StructInfoError(f"unknown op R.{name}; no op is registered: import lazyparams.op")
+    ops = ", ".join(f"R.{n}" for n in sorted(_INFOS))
     return StructInfoError(f"unknown op R.{name}; expected one of {ops}")
 
 
 def registered_ops() -> list[str]:
     """Names of every registered op, sorted."""
-    _register_builtin_ops()
     return sorted(_INFOS)

@@ -5,8 +5,8 @@ Importing this package fills `lazyparams.ir.op_registry`. Each op also has a con
 parser builds calls through `make_call`, so both agree on attrs. Imports `ir` and `tir` only.
 """
 
+from lazyparams.ir.op_registry import SINFO_ARG_KEYWORDS
 from lazyparams.op.base import (
-    SINFO_ARG_KEYWORDS,
     OpDef,
     call_op_name,
     make_call,

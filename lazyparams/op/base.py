@@ -16,7 +16,15 @@ from lazyparams.ir.describe import describe, show_dim
 from lazyparams.ir.dtype import canonical_dtype, is_block, is_dtype, is_float, is_int
 from lazyparams.ir.expr import Call, Expr
 from lazyparams.ir.infer import struct_info_of
-from lazyparams.ir.op_registry import InferFn, OpInfo, OpParam, get_op, op_info, register_op
+from lazyparams.ir.op_registry import (
+    SINFO_ARG_KEYWORDS,
+    InferFn,
+    OpInfo,
+    OpParam,
+    get_op,
+    op_info,
+    register_op,
+)
 from lazyparams.ir.prim import IntImm, PrimExpr, as_prim
 from lazyparams.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 
@@ -36,9 +44,6 @@ class OpDef:
 
 
 _DEFS: dict[str, OpDef] = {}
-
-SINFO_ARG_KEYWORDS: dict[str, str] = {"call_tir": "out_sinfo"}
-"""Ops whose script spelling has a keyword stored in `Call.sinfo_args` rather than in attrs."""
 
 
 def register(*defs: OpDef) -> None:

@@ -24,7 +24,6 @@ from lazyparams.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
 )
-from lazyparams.op.base import SINFO_ARG_KEYWORDS as SINFO_ARG_KEYWORDS  # where callers look
 from lazyparams.op.base import OpDef, fail, make_call, operand, register
 
 # call_tir -----------------------------------------------------------------------------------
