@@ -1,25 +1,17 @@
 """IRModule: a named collection of Relax functions and TIR PrimFuncs.
 
 Modules are values: passes build new ones (`with_function`) and never change their input.
-Printing goes through the script printer, which `lazyparams.script` installs on import (the
-script layer sits above the IR, so the first print loads it by name if nothing did).
+`script()` calls the printer core (`ir.printer`), loaded on the first print so that importing
+the IR stays light. Imports the other `ir` modules only.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lazyparams.errors import LazyParamsError
 from lazyparams.ir.expr import BaseFunc, Function, GlobalVar
-
-_printer: list[Callable[..., str]] = []
-
-
-def set_script_printer(printer: Callable[..., str]) -> None:
-    """Install the function `IRModule.script()` uses (the script layer does this on import)."""
-    _printer[:] = [printer]
 
 
 class IRModule:
@@ -96,14 +88,9 @@ class IRModule:
     def script(self, flavor: str = "lazyparams") -> str:
         """The module in script syntax; parsing it back gives a structurally equal module.
         `flavor="tvm"` spells it as TVM 0.27 does, for TVM's parser."""
-        if not _printer:
-            importlib.import_module("lazyparams.script")  # installs its printer on import
-        if not _printer:
-            raise LazyParamsError(
-                "no script printer installed; expected lazyparams.script imported, got none"
-            )
-        # a printer that knows one spelling only is called as it was installed
-        return _printer[0](self) if flavor == "lazyparams" else _printer[0](self, flavor)
+        from lazyparams.ir.printer import print_module  # the printer needs numpy: load it late
+
+        return print_module(self, flavor)
 
     def __str__(self) -> str:
         return self.script()

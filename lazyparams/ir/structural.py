@@ -218,7 +218,7 @@ def _brief(value: Any, limit: int = 300) -> str:
 
 
 def _show(value: Any) -> str:
-    """Script text of a module or function when a printer is installed, else its repr."""
+    """Script text of a module or function, or its repr where the printer rejects it."""
     module: IRModule | None = None
     if isinstance(value, IRModule):
         module = value

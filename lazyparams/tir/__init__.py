@@ -1,8 +1,10 @@
 """The TIR subset: PrimFuncs of loops and blocks over buffers, and their numpy evaluation.
 
-Imports `ir` only.
+Importing it registers the printing of PrimFuncs and buffer loads with the ir printer core
+(`lazyparams.tir.printer`). Imports `ir` only.
 """
 
+import lazyparams.tir.printer  # noqa: F401 - registers TIR printing with the ir printer core
 from lazyparams.ir.prim import (
     EQ,
     GE,

@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-import lazyparams.ir.module as module_mod
 from lazyparams.errors import LazyParamsError
 from lazyparams.ir import (
     BindingBlock,
@@ -347,8 +346,12 @@ def _three_bindings(last_operand: str) -> IRModule:
     return IRModule({"main": func(body)})
 
 
+def _refuse(mod: IRModule, flavor: str = "lazyparams") -> str:
+    raise LazyParamsError("cannot print this module")
+
+
 def test_assert_names_the_first_differing_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(module_mod, "_printer", [])
+    monkeypatch.setattr(IRModule, "script", _refuse)  # a module the printer rejects: a repr
     with pytest.raises(AssertionError) as err:
         assert_structural_equal(_three_bindings("x"), _three_bindings("lv"))
     text = str(err.value)
@@ -359,7 +362,7 @@ def test_assert_names_the_first_differing_path(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_assert_prints_both_sides_with_the_script_printer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(module_mod, "_printer", [lambda mod: f"# script of {mod.names()}"])
+    monkeypatch.setattr(IRModule, "script", lambda mod: f"# script of {mod.names()}")
     with pytest.raises(AssertionError, match=r"--- lhs ---\n# script of \['main'\]"):
         assert_structural_equal(_three_bindings("x"), _three_bindings("lv"))
     with pytest.raises(AssertionError, match=r"--- rhs ---\n# script of \['main'\]"):

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from lazyparams.ir import Call, Function, IRModule, TensorStructInfo, TupleGetItem, Var
 from lazyparams.ir.prim import IntImm
+from lazyparams.ir.print_prim import walk
 from lazyparams.ir.structural import structural_equal
 from lazyparams.script import parse
-from lazyparams.script.print_prim import walk
 from tests.programs import SETTINGS, transform_programs
 from tests.script.strategies import script_modules
 from tests.script.util import roundtrip

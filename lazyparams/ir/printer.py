@@ -1,23 +1,28 @@
-"""The script printer: an IRModule as `@I.ir_module class Module:` text that parses back.
+"""The printer core: an IRModule as `@I.ir_module class Module:` text that parses back.
 
-Installed as `IRModule.script()` when `lazyparams.script` is imported. Imports `ir`, `tir`,
-`op` and the script's printing helpers.
+`IRModule.script()` calls it. Relax functions are printed here; a function kind defined by a
+later layer (TIR's PrimFunc) is printed by the function that layer registers in
+`FUNCTION_PRINTERS` when it is imported, before any such function can exist. Imports `ir` only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lazyparams.errors import LazyParamsError
 from lazyparams.ir.expr import BaseFunc, Function
 from lazyparams.ir.module import IRModule
-from lazyparams.script.print_prim import Names, PrimPrinter, identifier
-from lazyparams.script.print_relax import RelaxPrinter
-from lazyparams.script.print_text import INDENT, attrs_lines
-from lazyparams.script.print_tir import TirPrinter
-from lazyparams.script.spelling import SEED, Spelling, spelling_of
-from lazyparams.tir.nodes import PrimFunc
+from lazyparams.ir.print_prim import Names, PrimPrinter, identifier
+from lazyparams.ir.print_relax import RelaxPrinter
+from lazyparams.ir.print_text import INDENT, attrs_lines
+from lazyparams.ir.spelling import SEED, Spelling, spelling_of
 
 HEADER = SEED.header
 MODULE_NAME = "Module"
+
+FunctionPrinter = Callable[[str, BaseFunc, Spelling], list[str]]
+FUNCTION_PRINTERS: dict[type, FunctionPrinter] = {}
+"""Printers of function kinds other than Relax's, by type: (name, func, spelling) -> lines."""
 
 
 def function_lines(
@@ -28,8 +33,8 @@ def function_lines(
         raise LazyParamsError(f"cannot print function {name!r}; expected a Python identifier")
     if isinstance(func, Function):
         return RelaxPrinter(name, func, module_name, spelling).print()
-    if isinstance(func, PrimFunc):
-        return TirPrinter(name, func, spelling).print()
+    if type(func) in FUNCTION_PRINTERS:
+        return FUNCTION_PRINTERS[type(func)](name, func, spelling)
     raise LazyParamsError(f"cannot print {type(func).__name__}; expected a Function or PrimFunc")
 
 

@@ -1,20 +1,22 @@
 """Printing PrimFuncs: buffer signature, loops (nests as `T.grid`), blocks, stores and ifs.
 
-Loop and block variables are named per scope, so sibling loops may both be `i`. Imports `ir`,
-`tir` and the script's printing helpers.
+Loop and block variables are named per scope, so sibling loops may both be `i`. Importing
+`lazyparams.tir` registers these printers with the ir printer core. Imports `ir` and `tir`.
 """
 
 from __future__ import annotations
 
 from lazyparams.errors import LazyParamsError
-from lazyparams.ir.expr import PRIVATE
+from lazyparams.ir.expr import PRIVATE, BaseFunc
 from lazyparams.ir.prim import Add, IntImm, PrimExpr, PrimVar
-from lazyparams.script.print_prim import Names, PrimPrinter, prim_vars, quote, walk
-from lazyparams.script.print_text import INDENT, attrs_lines, wrapped
-from lazyparams.script.spelling import SEED, Spelling
+from lazyparams.ir.print_prim import PRIM_NODE_PRINTERS, Names, PrimPrinter, prim_vars, quote, walk
+from lazyparams.ir.print_text import INDENT, attrs_lines, wrapped
+from lazyparams.ir.printer import FUNCTION_PRINTERS
+from lazyparams.ir.spelling import SEED, Spelling
 from lazyparams.tir.nodes import (
     Block,
     Buffer,
+    BufferLoad,
     BufferRegion,
     BufferStore,
     For,
@@ -219,3 +221,16 @@ def _grid_loop(stmt: Stmt) -> bool:
     return (
         isinstance(stmt, For) and stmt.kind == "serial" and stmt.min == IntImm(0, stmt.extent.dtype)
     )
+
+
+def _print_prim_func(name: str, func: BaseFunc, spelling: Spelling) -> list[str]:
+    assert isinstance(func, PrimFunc)
+    return TirPrinter(name, func, spelling).print()
+
+
+def _print_buffer_load(prim: PrimPrinter, load: BufferLoad) -> str:
+    return f"{prim.names[load.buffer]}[{prim.indices(load.indices)}]"
+
+
+FUNCTION_PRINTERS[PrimFunc] = _print_prim_func
+PRIM_NODE_PRINTERS[BufferLoad] = _print_buffer_load

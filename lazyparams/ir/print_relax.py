@@ -2,7 +2,7 @@
 
 Every binding carries its struct info as an annotation. Dims in the signature are "strings",
 since Python evaluates annotations before the parser reads them; in the body they are names
-declared as `n = T.int64()`. Imports `ir`, `op` and the script's printing helpers.
+declared as `n = T.int64()`. Imports `ir` only.
 """
 
 from __future__ import annotations
@@ -32,16 +32,10 @@ from lazyparams.ir.expr import (
     TupleGetItem,
     Var,
 )
-from lazyparams.ir.op_registry import op_info
+from lazyparams.ir.op_registry import SINFO_ARG_KEYWORDS, op_info
 from lazyparams.ir.prim import IntImm, PrimExpr, PrimVar
-from lazyparams.ir.struct_info import (
-    ObjectStructInfo,
-    PrimStructInfo,
-    StructInfo,
-)
-from lazyparams.op import SINFO_ARG_KEYWORDS
-from lazyparams.script.print_prim import Names, PrimPrinter, prim_vars, quote, walk
-from lazyparams.script.print_text import (
+from lazyparams.ir.print_prim import Names, PrimPrinter, prim_vars, quote, walk
+from lazyparams.ir.print_text import (
     INDENT,
     LIMIT,
     attrs_lines,
@@ -51,7 +45,12 @@ from lazyparams.script.print_text import (
     value_text,
     wrapped,
 )
-from lazyparams.script.spelling import SEED, Spelling
+from lazyparams.ir.spelling import SEED, Spelling
+from lazyparams.ir.struct_info import (
+    ObjectStructInfo,
+    PrimStructInfo,
+    StructInfo,
+)
 
 
 def _decorator(func: Function) -> str:

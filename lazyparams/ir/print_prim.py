@@ -2,7 +2,8 @@
 
 `Names` gives every var, buffer and symbolic dim a unique Python identifier (`lv`, `lv_1`,
 ...); `PrimPrinter` writes prim expressions with the fewest parentheses Python needs to read
-them back as the same tree. Imports `ir` and `tir`.
+them back as the same tree. Nodes of later layers (TIR's buffer loads) are spelled by printers
+those layers register in `PRIM_NODE_PRINTERS`. Imports `ir` only.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import json
 import keyword
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from lazyparams.errors import LazyParamsError
-from lazyparams.ir.block_builder import NameTable
+from lazyparams.ir.names import NameTable
 from lazyparams.ir.prim import (
     And,
     BinaryOp,
@@ -33,10 +34,12 @@ from lazyparams.ir.prim import (
     Select,
     StringImm,
 )
-from lazyparams.tir.nodes import BufferLoad
 
 ATOM, UNARY, MUL, ADD, CMP, NOT, AND, OR = 8, 7, 6, 5, 4, 3, 2, 1
 _PRECEDENCE = {"*": MUL, "/": MUL, "//": MUL, "%": MUL, "+": ADD, "-": ADD, "and": AND, "or": OR}
+
+PRIM_NODE_PRINTERS: dict[type, Callable[[PrimPrinter, Any], str]] = {}
+"""Spellings of prim nodes defined above the IR, by node type (the `tir` layer fills it)."""
 
 
 def quote(text: str) -> str:
@@ -147,8 +150,8 @@ class PrimPrinter:
             return f"T.if_then_else({', '.join(self(p) for p in parts)})"
         if isinstance(expr, Intrinsic):
             return f"T.{expr.name}({', '.join(self(a) for a in expr.args)})"
-        if isinstance(expr, BufferLoad):
-            return f"{self.names[expr.buffer]}[{self.indices(expr.indices)}]"
+        if type(expr) in PRIM_NODE_PRINTERS:
+            return PRIM_NODE_PRINTERS[type(expr)](self, expr)
         if isinstance(expr, StringImm):
             return quote(expr.value)
         raise LazyParamsError(

@@ -13,6 +13,7 @@ import numpy as np
 from lazyparams.errors import LazyParamsError
 from lazyparams.ir.dtype import is_float, is_int
 from lazyparams.ir.prim import PrimExpr
+from lazyparams.ir.print_prim import float_text, quote
 from lazyparams.ir.struct_info import (
     FuncStructInfo,
     ObjectStructInfo,
@@ -22,7 +23,6 @@ from lazyparams.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
 )
-from lazyparams.script.print_prim import float_text, quote
 
 INDENT = "    "
 LIMIT = 96
