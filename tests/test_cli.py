@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from lazyparams.cli import main
+from lazyparams.cli.options import build_parser
 from lazyparams.engine.journal import work_dir
 from lazyparams.script import parse
 from tests.engine.helpers import cli_env, read_all, run_cli, small_llama
@@ -187,3 +189,74 @@ def test_python_dash_m_and_the_console_script(tmp_path: Path) -> None:
         [script, "plan", "--help"], env=cli_env(), capture_output=True, text=True, check=False
     )
     assert installed.returncode == 0 and "usage: lazyparams plan" in installed.stdout
+
+
+def test_version_names_the_loops_in_use(capsys: pytest.CaptureFixture[str]) -> None:
+    from lazyparams.runtime import native
+
+    with pytest.raises(SystemExit):
+        build_parser(["--version"]).parse_args(["--version"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("lazyparams ") and len(lines) == 2
+    if native.enabled():
+        assert lines[1].startswith("kernels: compiled loops (")
+    else:
+        assert lines[1].startswith("kernels: numpy fallback (")
+
+
+def test_version_without_the_compiled_loops(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lazyparams.runtime import native
+
+    monkeypatch.setattr(native, "enabled", lambda: False)
+    monkeypatch.setattr(native, "available", lambda: False)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "kernels: numpy fallback (compiled loops not built)"
+    )
+
+
+def test_version_imports_no_numpy_and_honours_lazyparams_native(tmp_path: Path) -> None:
+    check = (
+        "import sys; from lazyparams.cli import main; code = main(['--version']); "
+        "assert 'numpy' not in sys.modules and 'lazyparams.runtime' not in sys.modules"
+    )
+    for env, expected in (({}, "kernels: "), ({"LAZYPARAMS_NATIVE": "0"}, "LAZYPARAMS_NATIVE=0")):
+        done = subprocess.run(
+            [sys.executable, "-c", check],
+            env={**cli_env(), **env},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert expected in done.stdout.splitlines()[1]
+
+
+@pytest.mark.parametrize(
+    ("recipe", "warned"),
+    [
+        ("gguf:Q4_K_M", "about 35x"),
+        ("gguf:q8_0", "about 10x"),
+        ("quantize-int8", "int8 with numpy takes about 1.3x"),
+        ("cast", ""),
+    ],
+)
+def test_quantizing_without_the_compiled_loops_warns_with_the_cost(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, recipe: str, warned: str
+) -> None:
+    pytest.importorskip("tokenizers", reason="the llamacpp extra (tokenizers) is not installed")
+    from lazyparams.runtime import native
+
+    monkeypatch.setattr(native, "enabled", lambda: False)
+    shape = ["--layers", "1", "--hidden", "128", "--intermediate", "256"]
+    assert main(["demo", "--recipe", recipe, "--no-progress", *shape]) == 0
+    err = capsys.readouterr().err
+    if not warned:
+        assert "warning" not in err
+        return
+    (line,) = err.splitlines()
+    assert line.startswith("warning: the compiled loops are ") and warned in line
+    assert "quantizing to " in line and "with numpy takes about" in line

@@ -99,6 +99,7 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
         cluster=args.cluster,
         part_size=args.part_size,
         allow_outside_links=args.allow_outside_links,
+        notice=_warning,
     )
     if args.json:
         _print_json(report.summary())
@@ -160,7 +161,9 @@ def _run_demo(args: argparse.Namespace, out: Console) -> int:
         markup=False,
     )
     with tempfile.TemporaryDirectory(prefix="lazyparams-demo-") as folder:
-        run = run_demo(folder, shape, spec=args.recipe, progress=not args.no_progress)
+        run = run_demo(
+            folder, shape, spec=args.recipe, progress=not args.no_progress, notice=_warning
+        )
     out.print(plan_table(run.report.plan))
     out.print(memory_table(run.report, run.source_bytes))
     return 0
@@ -198,6 +201,15 @@ def _error(message: str) -> None:
     # soft wrap: an error stays one line, however narrow the terminal
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     console.print(Text.assemble(("error: ", "bold red"), message))
+
+
+def _warning(message: str) -> None:
+    """A one-line warning on stderr: the command goes on."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(Text.assemble(("warning: ", "bold yellow"), message))
 
 
 def _partial_hint(args: argparse.Namespace) -> None:

@@ -56,15 +56,17 @@ def _metadata_item(text: str) -> tuple[str, Any]:
 
 class _VersionAction(argparse.Action):
     """`--version`: print the package's version (its own `__version__`, which the project's
-    metadata declares too; reading installed metadata would cost more than the parser)."""
+    metadata declares too; reading installed metadata would cost more than the parser) and
+    the loops the kernels run (`cli.kernels`)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
         from lazyparams import __version__
+        from lazyparams.cli.kernels import kernels_line
 
-        sys.stdout.write(f"lazyparams {__version__}\n")
+        sys.stdout.write(f"lazyparams {__version__}\n{kernels_line()}\n")
         parser.exit()
 
 

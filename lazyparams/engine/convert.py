@@ -33,6 +33,7 @@ from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers
 from lazyparams.engine.progress import Bars, Counter
 from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
 from lazyparams.engine.sizes import size_or_none
+from lazyparams.engine.slow_loops import slow_loops_notice
 from lazyparams.engine.specs import ResolvedSpec, file_metadata, resolve_spec, target_format
 from lazyparams.errors import ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo
@@ -115,6 +116,7 @@ def convert(
     metadata: Mapping[str, Any] | None = ...,
     cluster: None = ...,
     allow_outside_links: bool = ...,
+    notice: Callable[[str], None] | None = ...,
 ) -> Report: ...
 
 
@@ -135,6 +137,7 @@ def convert(
     cluster: object,
     part_size: int | str | None = ...,
     allow_outside_links: bool = ...,
+    notice: Callable[[str], None] | None = ...,
 ) -> ExecutorReport: ...
 
 
@@ -154,6 +157,7 @@ def convert(
     cluster: object = None,
     part_size: int | str | None = None,
     allow_outside_links: bool = False,
+    notice: Callable[[str], None] | None = None,
 ) -> Report | ExecutorReport:
     """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
 
@@ -175,6 +179,8 @@ def convert(
     the executor's report (`ExecutorReport`: the same peaks and summary; the Dask executor's is
     `lazyparams.cluster.ClusterReport`).
     `allow_outside_links` is as for `plan` (one machine only: cluster workers open SRC alone).
+    `notice` receives one-line warnings about the run before any data is read (the compiled
+    loops missing where the plan quantizes to GGML block types, and what that costs).
     """
     if cluster is not None or part_size is not None:  # a ClusterReport
         return _on_cluster(
@@ -201,14 +207,21 @@ def convert(
             transform, source, src, dst, format, shard, resume, metadata, verify_resume
         )
         try:
-            the_plan, discarded, run = _plan_and_write(prepared, source, limit, workers, progress)
+            the_plan, discarded, run = _plan_and_write(
+                prepared, source, limit, workers, progress, notice
+            )
         finally:
             prepared.target.release()  # the destination's lock, taken by prepare
     return _report(the_plan, prepared.target, run, discarded, time.perf_counter() - started)
 
 
 def _plan_and_write(
-    prepared: Prepared, source: CheckpointSource, limit: int | None, workers: int, progress: bool
+    prepared: Prepared,
+    source: CheckpointSource,
+    limit: int | None,
+    workers: int,
+    progress: bool,
+    notice: Callable[[str], None] | None = None,
 ) -> tuple[Plan, bool, _Run]:
     """Plan the outputs still missing, check the budget, then write them."""
     target, resolved = prepared.target, prepared.resolved
@@ -224,6 +237,9 @@ def _plan_and_write(
     )
     the_plan = replace(the_plan, target=resolved.describe(the_plan.outputs))
     the_plan.check_budget()
+    warning = slow_loops_notice(the_plan.function)
+    if warning is not None and notice is not None:
+        notice(warning)
     discarded = target.has_partial and not target.resuming
     return the_plan, discarded, _write(the_plan, source, target, prepared.job, progress)
 

@@ -10,6 +10,7 @@ Imports `io` and the engine's own modules.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,10 @@ def run_demo(
     *,
     spec: str = DEMO_RECIPE,
     progress: bool = True,
+    notice: Callable[[str], None] | None = None,
 ) -> DemoRun:
-    """Make a llama-like checkpoint in `folder` and convert it with `spec` into `folder/out`."""
+    """Make a llama-like checkpoint in `folder` and convert it with `spec` into `folder/out`
+    (`notice` as for `convert`)."""
     chosen = shape or LlamaShape()
     source = make_llama_checkpoint(Path(folder) / "llama", chosen)
     write_model_files(source, chosen)
@@ -108,5 +111,6 @@ def run_demo(
     target = target_of(spec)
     if target is not None:  # the byte-level tokenizer above splits text as GPT-2 does
         recipe = gguf_target(getattr(target, "type_name", None), pre=DEMO_PRE)
-    report = convert(recipe, source, Path(folder) / "out", shard_size=32 << 20, progress=progress)
+    out = Path(folder) / "out"
+    report = convert(recipe, source, out, shard_size=32 << 20, progress=progress, notice=notice)
     return DemoRun(sum(info.nbytes for info in chosen.infos()), report)

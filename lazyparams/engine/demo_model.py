@@ -1,8 +1,9 @@
 """The files beside the demo's weights that make them a Hugging Face model folder.
 
 config.json says what a llama-like checkpoint of `LlamaShape` is (heads of 64, or one head);
-tokenizer.json is a byte-level BPE vocabulary (GPT-2's 256 byte tokens, no merges, two special
-tokens), written as JSON without the tokenizers library, which the `gguf` recipe reads it with.
+tokenizer.json is a byte-level BPE vocabulary (GPT-2's 256 byte tokens, a few merges, two
+special tokens), written as JSON: the tokenizers library is needed only by the `gguf` recipe,
+which reads it.
 Imports only the standard library and `errors`.
 """
 
@@ -20,12 +21,16 @@ if TYPE_CHECKING:
 DEMO_PRE = "gpt-2"
 """The BPE pre-tokenizer the demo's tokenizer uses: GPT-2's split regex, then its bytes."""
 SPECIALS = ("<|begin_of_text|>", "<|end_of_text|>")
+MERGES = (("Ġ", "t"), ("h", "e"), ("Ġ", "a"), ("i", "n"), ("Ġt", "he"), ("e", "r"))
+"""A few English merges: a BPE model needs some (gguf-py warns of a vocabulary without)."""
 _HEAD_DIM = 64
 
 
 def write_model_files(folder: Path, shape: LlamaShape) -> None:
     """Write config.json and tokenizer.json for the demo checkpoint in `folder`."""
     vocab = _byte_vocab()
+    for left, right in MERGES:
+        vocab[left + right] = len(vocab)
     if shape.vocab < len(vocab) + len(SPECIALS):
         raise ConvertError(
             f"demo: a vocabulary of {shape.vocab} has no room for the tokenizer's "
@@ -52,8 +57,8 @@ def llama_config(shape: LlamaShape) -> dict[str, Any]:
         "rope_theta": 10000.0,
         "hidden_act": "silu",
         "tie_word_embeddings": False,
-        "bos_token_id": 256,
-        "eos_token_id": 257,
+        "bos_token_id": 256 + len(MERGES),
+        "eos_token_id": 257 + len(MERGES),
         "torch_dtype": "float32",
     }
 
@@ -98,7 +103,7 @@ def _tokenizer(vocab: dict[str, int]) -> dict[str, Any]:
             "byte_fallback": False,
             "ignore_merges": False,
             "vocab": vocab,
-            "merges": [],
+            "merges": [list(m) for m in MERGES],
         },
     }
 
