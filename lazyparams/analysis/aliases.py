@@ -30,7 +30,8 @@ class Aliases:
     literal (so `t[0]` holds its first field's storage only).
 
     `loads` maps a var reading a weight the lazy form loads to the var of that weight's first
-    read: the first read is a fresh value, a later read or copy aliases the first.
+    read: the first read is a fresh value, a later read or copy of it is that var itself (the
+    lazy form binds each weight once).
     """
 
     def __init__(self, params: Iterable[Var] = (), loads: Mapping[Var, Var] | None = None) -> None:
@@ -52,7 +53,7 @@ class Aliases:
         own = frozenset((var,))
         load = self.loads.get(var)
         if load is not None:
-            self.roots[var] = own if load is var else own | self.of(load)
+            self.roots[var] = own if load is var else self.of(load)
         elif isinstance(value, If):
             branches = (value.true_branch, value.false_branch)
             self.roots[var] = own.union(*(self._branch_roots(b) for b in branches))

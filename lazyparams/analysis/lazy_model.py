@@ -58,12 +58,22 @@ def kill_group_readers(facts: KillFacts) -> dict[Var, set[int]]:
     """For each var the pipeline kills, every binding its kill waits for."""
     kept = (b for i, b in enumerate(facts.bindings) if i != facts.ignored)
     found = aliases(facts.params, kept, facts.load_of)
-    readers_of_root = root_readers(found, facts.cost_reads)
+    # the lazy form drops a later read or copy of a loaded weight: it reads nothing
+    pairs = zip(facts.bindings, facts.cost_reads, strict=True)
+    reads = [() if _is_later_read(facts, b.var) else r for b, r in pairs]
+    readers_of_root = root_readers(found, reads)
     escaping = found.of_all((*facts.params, *facts.escaping))
-    loads = set(facts.load_of.values())
     groups: dict[Var, set[int]] = {}
     for binding in facts.bindings:
-        own_roots = found.roots.get(binding.var)
-        if own_roots is not None and (binding.var in loads or not own_roots & escaping):
-            groups[binding.var] = set().union(*(readers_of_root.get(r, set()) for r in own_roots))
+        var = binding.var
+        own_roots = found.roots.get(var)
+        if own_roots is None or _is_later_read(facts, var):
+            continue
+        if var in facts.load_of or not own_roots & escaping:
+            groups[var] = set().union(*(readers_of_root.get(r, set()) for r in own_roots))
     return groups
+
+
+def _is_later_read(facts: KillFacts, var: Var) -> bool:
+    """Whether `var` reads or copies a weight another var loads (the lazy form drops it)."""
+    return facts.load_of.get(var, var) is not var

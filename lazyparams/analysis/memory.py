@@ -15,7 +15,7 @@ from lazyparams.analysis.liveness import PARAM
 from lazyparams.analysis.memory_builder import buffer_model
 from lazyparams.analysis.memory_model import BufferModel, Callees
 from lazyparams.errors import BudgetError
-from lazyparams.ir import Function, StructInfo, TupleStructInfo, struct_info_of
+from lazyparams.ir import Function, StructInfo, TupleStructInfo, Var, struct_info_of
 
 # Profiles ------------------------------------------------------------------------------------
 
@@ -150,6 +150,14 @@ def estimate_peak_memory(
     """
     model = buffer_model(func, sizes, as_lazy=as_lazy, inputs=inputs, callees=callees)
     return profile_of(model)
+
+
+def lazy_kill_points(func: Function, sizes: Mapping[str, int] | None = None) -> dict[Var, int]:
+    """The lazy model's frees: for each var of `func` the standard pipeline kills, the binding
+    after which it does, as the peak prediction counts it (an If's branches left as written)."""
+    model = buffer_model(func, sizes, as_lazy=True, default_dim=1, allow_if=True)
+    defined = {binding.var: index for index, binding in enumerate(model.bindings)}
+    return {var: max(group | {defined[var]}) for var, group in model.kill_groups.items()}
 
 
 def weight_struct_info(func: Function) -> tuple[StructInfo, ...]:

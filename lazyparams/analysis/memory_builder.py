@@ -301,7 +301,8 @@ class _ModelBuilder:
             for var in reads:
                 model.var_readers.setdefault(var, set()).add(index)
         if self.as_lazy:
-            model.var_readers.update(self._kill_groups())
+            model.kill_groups = self._kill_groups()
+            model.var_readers.update(model.kill_groups)
         model.inline_users = self.inline_users
         result_uses = set() if self.as_lazy else set(self.live.result_uses)
         last_of = {var: self._last_hold(uses) for var, uses in model.var_readers.items()}

@@ -130,7 +130,8 @@ class BufferModel:
     vars binding i reads and `cost_reads[i]` those that keep a value alive (in the lazy model
     the returned tuple, bound at `output_tuple`, keeps nothing: its fields are handed off).
     `end_loads` are the inputs the lazy form loads for the result after the last binding, as
-    (label, bytes).
+    (label, bytes). `kill_groups[v]` (lazy model) are the bindings the pipeline's kill of `v`
+    waits for.
     """
 
     bindings: tuple[Binding, ...]
@@ -149,6 +150,7 @@ class BufferModel:
     readers: list[tuple[Var, ...]] = field(default_factory=list)
     cost_reads: list[tuple[Var, ...]] = field(default_factory=list)
     end_loads: list[tuple[str, int]] = field(default_factory=list)
+    kill_groups: dict[Var, set[int]] = field(default_factory=dict)
 
     def new_buffer(self, nbytes: int, label: str, created_by: int) -> int:
         self.last_use.append(created_by)

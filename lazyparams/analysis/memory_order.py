@@ -74,7 +74,23 @@ def segment_graph(
         graph.consumes.append([])
         graph.loads.append([])
     _add_buffers(graph, model, local, lo, hi)
+    _add_load_readers(graph, model, created, folded)
     return graph
+
+
+def _add_load_readers(
+    graph: SegmentGraph, model: BufferModel, created: dict[int, list[int]], folded: set[int]
+) -> None:
+    """A node reading a folded load's var without keeping it alive (a copy the lazy form
+    drops) still needs the load before it: it consumes the load's buffers in the graph."""
+    load_of = {model.bindings[load].var: load for load in folded}
+    for node, index in enumerate(graph.nodes):
+        for var in model.readers[index]:
+            for buffer in created.get(load_of.get(var, -1), []):
+                if node not in graph.consumers.setdefault(buffer, []):
+                    graph.consumers[buffer] = sorted((*graph.consumers[buffer], node))
+                    graph.consumes[node].append(buffer)
+                    graph.loads[node].append(buffer)
 
 
 def _is_tail(model: BufferModel, lo: int, hi: int) -> bool:
