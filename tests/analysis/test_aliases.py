@@ -38,8 +38,12 @@ from lazyparams.ir import (
 )
 from lazyparams.runtime import VirtualMachine
 from lazyparams.script import relax as R
-from lazyparams.transform import KillAfterLastUse, LazyTransformParams, Sequential
-from lazyparams.transform import standard_pipeline
+from lazyparams.transform import (
+    KillAfterLastUse,
+    LazyTransformParams,
+    Sequential,
+    standard_pipeline,
+)
 from tests.programs import DIMS, FLOAT_DTYPES, SETTINGS, Draw, _Generator, _result, _Value
 from tests.transform.harness import FUNC, compare_lazy, weights_of
 
@@ -155,11 +159,17 @@ def _pipeline_frees(lazy: Function, eager: Function) -> dict[str, str]:
         if is_kill(value):
             assert isinstance(value, Call) and isinstance(value.args[0], Var)
             found[value.args[0].name_hint] = after
-        elif not (isinstance(value, Call) and isinstance(value.op, ExternFunc)):
-            after = binding.var.name_hint
-        elif value.op.global_symbol == "get_item":
+        elif not _is_handoff(value):
             after = binding.var.name_hint
     return {var: at for var, at in found.items() if var in eager_names}
+
+
+def _is_handoff(value: object) -> bool:
+    return (
+        isinstance(value, Call)
+        and isinstance(value.op, ExternFunc)
+        and (value.op.global_symbol == "set_item")
+    )
 
 
 def _measured_peak(mod: IRModule, weights: Any) -> int:
