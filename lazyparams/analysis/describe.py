@@ -1,106 +1,64 @@
-"""One-line script-like text of Relax expressions and bindings, for error messages.
+"""One-line text of Relax expressions and bindings, for error messages.
 
-Errors name the binding they are about in the spelling of printed scripts without needing the
-full printer (which sits above this layer). Imports `ir` and `op`.
+The text is the printer core's (`ir.print_expr`), in the messages' spelling: names as the user
+wrote them, the dtype positional; only what a message must not print in full (a constant's
+data) or what no script line holds (an op or an `If` in place of a value) is spelled here.
+Imports `ir` only.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from lazyparams.errors import LazyParamsError
+from lazyparams.ir.dtype import from_numpy
+from lazyparams.ir.expr import Binding, Call, Constant, Expr, ExternFunc, If, Op
+from lazyparams.ir.print_expr import ExprPrinter
+from lazyparams.ir.print_prim import HintNames, quote
+from lazyparams.ir.spelling import MESSAGE
 
-from lazyparams.ir.describe import describe, show_dim
-from lazyparams.ir.expr import (
-    Binding,
-    Call,
-    Constant,
-    Expr,
-    ExternFunc,
-    GlobalVar,
-    If,
-    MatchCast,
-    Op,
-    PrimValue,
-    ShapeExpr,
-    StringImm,
-    Tuple,
-    TupleGetItem,
-    Var,
-)
-from lazyparams.ir.op_registry import SINFO_ARG_KEYWORDS
-from lazyparams.ir.prim import PrimExpr
+
+class _Describer(ExprPrinter):
+    """The printer core's expressions, with the few spellings only messages need."""
+
+    def __init__(self) -> None:
+        super().__init__(HintNames(), MESSAGE)
+
+    def _leaf(self, expr: Expr) -> str:
+        if isinstance(expr, Constant):  # the data may be megabytes: its shape says enough
+            dtype = quote(from_numpy(expr.data.dtype))
+            return f"R.const(<shape {list(expr.data.shape)}>, {dtype})"
+        if isinstance(expr, Op):
+            return f"R.{expr.name}"
+        if isinstance(expr, If):
+            then, other = self.expr(expr.true_branch.body), self.expr(expr.false_branch.body)
+            return f"({then} if {self.expr(expr.cond)} else {other})"
+        return super()._leaf(expr)
+
+    def _op_parts(self, call: Call, args: list[str]) -> list[str]:
+        """A call the printer would refuse (operands its op does not take) is still described,
+        since describing it is often the point of the message."""
+        try:
+            return super()._op_parts(call, args)
+        except LazyParamsError:
+            return args + [f"{k}={v!r}" for k, v in call.attrs.items()]
 
 
 def expr_text(expr: Expr) -> str:
     """`R.add(lv, lv1)`, `params[0]`, `(a, b)`: an expression in one line."""
-    if isinstance(expr, Var):
-        return expr.name_hint
-    if isinstance(expr, Call):
-        return _call_text(expr)
-    if isinstance(expr, Tuple):
-        items = ", ".join(expr_text(f) for f in expr.fields)
-        return f"({items},)" if len(expr.fields) == 1 else f"({items})"
-    if isinstance(expr, TupleGetItem):
-        return f"{expr_text(expr.tuple_value)}[{expr.index}]"
-    if isinstance(expr, Constant):
-        return f'R.const(<shape {list(expr.data.shape)}>, "{expr.data.dtype}")'
-    if isinstance(expr, PrimValue):
-        return f"R.prim_value({show_dim(expr.value)})"
-    if isinstance(expr, StringImm):
-        return f'R.str("{expr.value}")'
-    if isinstance(expr, ShapeExpr):
-        return f"R.shape([{', '.join(show_dim(v) for v in expr.values)}])"
-    if isinstance(expr, GlobalVar | Op | ExternFunc):
-        return callee_text(expr)
-    if isinstance(expr, If):
-        then, other = expr_text(expr.true_branch.body), expr_text(expr.false_branch.body)
-        return f"({then} if {expr_text(expr.cond)} else {other})"
-    return f"<{type(expr).__name__}>"
+    return _Describer().expr(expr)
 
 
 def callee_text(op: Expr) -> str:
     """What a call calls: `R.permute_dims`, `cls.f`, `R.call_packed("get_item")`."""
-    if isinstance(op, GlobalVar):
-        return f"cls.{op.name_hint}"
-    if isinstance(op, Op):
-        return f"R.{op.name}"
     if isinstance(op, ExternFunc):
-        return f'R.call_packed("{op.global_symbol}")'
+        return f"R.call_packed({quote(op.global_symbol)})"
     return expr_text(op)
 
 
 def binding_text(binding: Binding) -> str:
     """`lv = R.add(a, b)` or `lv = R.match_cast(x, R.Tensor(...))`."""
-    value = expr_text(binding.value)
-    if isinstance(binding, MatchCast):
-        value = f"R.match_cast({value}, {describe(binding.struct_info)})"
+    head, parts = _Describer().value_parts(binding)
+    value = f"{head}({', '.join(parts)})" if head else parts[0]
     return f"{binding.var.name_hint} = {value}"
-
-
-def _call_text(call: Call) -> str:
-    args = [expr_text(a) for a in call.args]
-    args += [f"{k}={_attr_text(v)}" for k, v in call.attrs.items()]
-    if call.sinfo_args:
-        args.append(_sinfo_args_text(call))
-    if isinstance(call.op, ExternFunc):
-        return f'R.call_packed("{call.op.global_symbol}"{"".join(", " + a for a in args)})'
-    return f"{callee_text(call.op)}({', '.join(args)})"
-
-
-def _sinfo_args_text(call: Call) -> str:
-    """`sinfo_args=(R.Object,)`, or `out_sinfo=...` for the ops that spell it so (call_tir)."""
-    texts = [describe(s) for s in call.sinfo_args]
-    keyword = SINFO_ARG_KEYWORDS.get(call.op.name) if isinstance(call.op, Op) else None
-    if keyword is None:
-        return f"sinfo_args=({', '.join(texts)},)"
-    return f"{keyword}={texts[0]}" if len(texts) == 1 else f"{keyword}=[{', '.join(texts)}]"
-
-
-def _attr_text(value: Any) -> str:
-    if isinstance(value, PrimExpr):
-        return show_dim(value)
-    if isinstance(value, tuple | list):
-        return f"[{', '.join(_attr_text(v) for v in value)}]"
-    return repr(value)
 
 
 __all__ = ["binding_text", "callee_text", "expr_text"]

@@ -85,9 +85,7 @@ class Names:
     def __getitem__(self, obj: object) -> str:
         """The name of `obj`; a var used without a definition is named at its first use."""
         if obj not in self._names:
-            return self.define(
-                obj, str(getattr(obj, "name_hint", None) or getattr(obj, "name", "v"))
-            )
+            return self.define(obj, hint_of(obj))
         return self._names[obj]
 
     def __contains__(self, obj: object) -> bool:
@@ -101,6 +99,24 @@ class Names:
             yield
         finally:
             self._names, self._table = saved_names, saved_table
+
+
+class HintNames(Names):
+    """Every object named by its own hint, as is: what messages show, since their reader looks
+    the names up in the source they wrote (two vars may then share a name)."""
+
+    def __getitem__(self, obj: object) -> str:
+        return hint_of(obj)
+
+
+def hint_of(obj: object) -> str:
+    """The name a var, buffer or dim was given (`name_hint`, else `name`)."""
+    return str(getattr(obj, "name_hint", None) or getattr(obj, "name", "v"))
+
+
+def tuple_text(items: list[str]) -> str:
+    """A Python tuple literal of `items`: `(a, b)`, `(a,)`, `()`."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
 class PrimPrinter:

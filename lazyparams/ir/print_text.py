@@ -1,6 +1,6 @@
-"""Text shared by the printers: line wrapping, attr values, struct info and constants.
+"""Text shared by the printers: line wrapping, attr values and constants.
 
-Imports `ir` and the prim printer's helpers.
+Struct info is spelled in `ir.describe`, which messages share without numpy. Imports `ir` only.
 """
 
 from __future__ import annotations
@@ -13,16 +13,7 @@ import numpy as np
 from lazyparams.errors import LazyParamsError
 from lazyparams.ir.dtype import is_float, is_int
 from lazyparams.ir.prim import PrimExpr
-from lazyparams.ir.print_prim import float_text, quote
-from lazyparams.ir.struct_info import (
-    FuncStructInfo,
-    ObjectStructInfo,
-    PrimStructInfo,
-    ShapeStructInfo,
-    StructInfo,
-    TensorStructInfo,
-    TupleStructInfo,
-)
+from lazyparams.ir.print_prim import float_text, quote, tuple_text
 
 INDENT = "    "
 LIMIT = 96
@@ -60,7 +51,7 @@ def value_text(value: Any, prim: Callable[[PrimExpr], str], lists: bool = False)
         items = [value_text(v, prim, lists) for v in value]
         if isinstance(value, list) or lists:
             return f"[{', '.join(items)}]"
-        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+        return tuple_text(items)
     if isinstance(value, dict):
         pairs = (
             f"{value_text(k, prim, lists)}: {value_text(v, prim, lists)}" for k, v in value.items()
@@ -87,64 +78,6 @@ def attrs_lines(call: str, attrs: Mapping[str, Any], prim: Callable[[PrimExpr], 
         pairs = ", ".join(f"{quote(str(k))}: {v}" for k, v in printable.items())
         lines.insert(0, f"{call}({{{pairs}}})")
     return lines
-
-
-def sinfo_text(
-    sinfo: StructInfo,
-    dim: Callable[[PrimExpr], str],
-    obj: str = "R.Object",
-    prim_values: bool = True,
-) -> str:
-    """Struct info in the script spelling; `dim` spells each dim, `obj` the opaque object;
-    without `prim_values`, a prim is its dtype alone (TVM 0.27's `R.Prim` takes no value)."""
-
-    def inner(field: StructInfo) -> str:
-        return sinfo_text(field, dim, obj, prim_values)
-
-    if isinstance(sinfo, TensorStructInfo):
-        return _tensor_text(sinfo, dim)
-    if isinstance(sinfo, TupleStructInfo):
-        if not sinfo.fields:
-            return "R.Tuple"
-        return f"R.Tuple({', '.join(inner(f) for f in sinfo.fields)})"
-    if isinstance(sinfo, ObjectStructInfo):
-        return obj
-    if isinstance(sinfo, PrimStructInfo):
-        known = prim_values and sinfo.value is not None
-        value = f", value={dim(sinfo.value)}" if known else ""  # type: ignore[arg-type]
-        return f"R.Prim({quote(sinfo.dtype)}{value})"
-    if isinstance(sinfo, ShapeStructInfo):
-        if sinfo.values is not None:
-            return f"R.Shape([{', '.join(dim(v) for v in sinfo.values)}])"
-        return "R.Shape" if sinfo.ndim == -1 else f"R.Shape(ndim={sinfo.ndim})"
-    if isinstance(sinfo, FuncStructInfo):
-        params = (
-            "None" if sinfo.params is None else f"[{', '.join(inner(p) for p in sinfo.params)}]"
-        )
-        purity = "" if sinfo.purity else ", purity=False"
-        return f"R.Callable({params}, {inner(sinfo.ret)}{purity})"
-    raise LazyParamsError(
-        f"cannot print struct info {type(sinfo).__name__}; expected a node of ir.struct_info"
-    )
-
-
-def _tensor_text(sinfo: TensorStructInfo, dim: Callable[[PrimExpr], str]) -> str:
-    parts = []
-    if sinfo.shape is not None:
-        dims = [dim(d) for d in sinfo.shape]
-        parts.append(f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})")
-    if sinfo.dtype:
-        parts.append(f"dtype={quote(sinfo.dtype)}")
-    if sinfo.shape is None and sinfo.ndim != -1:
-        parts.append(f"ndim={sinfo.ndim}")
-    return f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"
-
-
-def tuple_fields(sinfo: StructInfo | None, text: Callable[[StructInfo], str]) -> list[str]:
-    """Field texts of a non-empty tuple struct info (what a long annotation wraps), else []."""
-    if isinstance(sinfo, TupleStructInfo):
-        return [text(f) for f in sinfo.fields]
-    return []
 
 
 def const_text(data: np.ndarray[Any, Any], dtype: str) -> str:

@@ -18,7 +18,6 @@ from lazyparams.ir.expr import Call, Expr
 from lazyparams.ir.infer import struct_info_of
 from lazyparams.ir.op_registry import (
     SINFO_ARG_KEYWORDS,
-    InferFn,
     OpInfo,
     OpParam,
     get_op,
@@ -33,13 +32,10 @@ Normalizer = Callable[[str, str, Any], Any]
 
 
 @dataclass(frozen=True, slots=True)
-class OpDef:
-    """An op as data: its script params, inference, purity and how each attr is normalised."""
+class OpDef(OpInfo):
+    """An op as data: the registry's entry (script params, inference, purity) and how each
+    attr is normalised, which only the op layer needs."""
 
-    name: str
-    params: tuple[OpParam, ...]
-    infer: InferFn
-    pure: bool = True
     normalize: Mapping[str, Normalizer] = field(default_factory=dict)
 
 
@@ -50,7 +46,7 @@ def register(*defs: OpDef) -> None:
     """Register op definitions in the IR's op registry (and keep their normalisers here)."""
     for d in defs:
         _DEFS[d.name] = d
-        register_op(OpInfo(d.name, d.params, d.infer, d.pure))
+        register_op(d)
 
 
 def fail(op: str, message: str) -> NoReturn:

@@ -9,7 +9,15 @@ from __future__ import annotations
 from lazyparams.errors import LazyParamsError
 from lazyparams.ir.expr import PRIVATE, BaseFunc
 from lazyparams.ir.prim import Add, IntImm, PrimExpr, PrimVar
-from lazyparams.ir.print_prim import PRIM_NODE_PRINTERS, Names, PrimPrinter, prim_vars, quote, walk
+from lazyparams.ir.print_prim import (
+    PRIM_NODE_PRINTERS,
+    Names,
+    PrimPrinter,
+    prim_vars,
+    quote,
+    tuple_text,
+    walk,
+)
 from lazyparams.ir.print_text import INDENT, attrs_lines, wrapped
 from lazyparams.ir.printer import FUNCTION_PRINTERS
 from lazyparams.ir.spelling import SEED, Spelling
@@ -87,16 +95,14 @@ class TirPrinter:
         lines = []
         for param in self.func.params:
             if isinstance(param, Buffer) and self._as_handle(param):
-                dims = ", ".join(self.prim(d) for d in param.shape)
-                shape = f"({dims},)" if len(param.shape) == 1 else f"({dims})"
+                shape = tuple_text([self.prim(d) for d in param.shape])
                 name = self.names[param]
                 lines.append(f"{name} = T.match_buffer(var_{name}, {shape}, {quote(param.dtype)})")
         return lines
 
     def _buffer_type(self, shape: tuple[PrimExpr, ...], dtype: str) -> str:
         dims = [self.prim(d) if _is_plain_int(d) else quote(self.prim(d)) for d in shape]
-        text = f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
-        return f"T.Buffer({text}, {quote(dtype)})"
+        return f"T.Buffer({tuple_text(dims)}, {quote(dtype)})"
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append(INDENT * depth + text)

@@ -56,7 +56,9 @@ def test_concat_bad_input() -> None:
         op.concat([])
     with raises(r"R.concat: expected tensors to be a tuple of tensors, got R.Tensor\(\(2,\)"):
         op.concat(t((2,)))
-    with raises(r"R.concat: expected tensors\[1\] to be a tensor, got R.Prim\(\"int64\"\)"):
+    with raises(
+        r"R.concat: expected tensors\[1\] to be a tensor, got R.Prim\(\"int64\", value=1\)"
+    ):
         op.concat([t((2,)), op.prim_value(1)])
     with raises(r"R.concat: expected axis in \[0, 0\) for a rank-0 tensor, got 0"):
         op.concat([t(()), t(())])
