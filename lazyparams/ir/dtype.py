@@ -1,9 +1,8 @@
-"""Data types of the IR: their names, widths and numpy equivalents.
+"""Data types of the IR: their names, widths and numpy equivalents, with the IR's errors.
 
 Dtypes are plain strings in Relax's spelling ("float32", "bfloat16", "int4", ...), and GGML's
 block types ("q8_0", "q4_k", ...; see `lazyparams.block_types`), held in memory as uint8 blocks.
-numpy and ml_dtypes supply the in-memory types, each imported on first need: naming, sizing
-and planning never need them.
+The table itself is `lazyparams.dtypes`, which the checkpoint formats read too.
 """
 
 from __future__ import annotations
@@ -14,57 +13,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lazyparams.block_types import BLOCK_TYPES, BlockType
+from lazyparams.dtypes import ALIASES, ELEMENT_TYPES, name_of, numpy_type
 from lazyparams.errors import StructInfoError
 
 if TYPE_CHECKING:
     import numpy as np
-
-_BITS: dict[str, int] = {
-    "float64": 64,
-    "float32": 32,
-    "float16": 16,
-    "bfloat16": 16,
-    "float8_e4m3fn": 8,
-    "float8_e5m2": 8,
-    "int64": 64,
-    "int32": 32,
-    "int16": 16,
-    "int8": 8,
-    "int4": 4,
-    "uint64": 64,
-    "uint32": 32,
-    "uint16": 16,
-    "uint8": 8,
-    "bool": 8,
-}
-
-# numpy's element types, filled on first need; ml_dtypes' types join them later still, since
-# importing ml_dtypes costs more than the rest of the start-up
-_NUMPY: dict[str, np.dtype[np.generic]] = {}
-_PLAIN = (
-    *("float64", "float32", "float16", "int64", "int32", "int16", "int8"),
-    *("uint64", "uint32", "uint16", "uint8", "bool"),
-)
-_EXTENSION = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "int4")
-
-
-def _plain_types() -> dict[str, np.dtype[np.generic]]:
-    """numpy's own dtypes the IR has (numpy imported here, once)."""
-    if not _NUMPY:
-        import numpy as np
-
-        _NUMPY.update({name: np.dtype(name) for name in _PLAIN})
-    return _NUMPY
-
-
-def _numpy_types() -> dict[str, np.dtype[np.generic]]:
-    """Every numpy dtype the IR has, ml_dtypes' ones included (imported here, once)."""
-    if _EXTENSION[0] not in _plain_types():
-        import ml_dtypes
-        import numpy as np
-
-        _NUMPY.update({name: np.dtype(getattr(ml_dtypes, name)) for name in _EXTENSION})
-    return _NUMPY
 
 
 def is_integer(value: object) -> bool:
@@ -76,27 +29,23 @@ def is_integer(value: object) -> bool:
     return np is not None and isinstance(value, np.integer)
 
 
-_ALIASES = {
-    "float8_e4m3": "float8_e4m3fn",
-    "e4m3_float8": "float8_e4m3fn",
-    "e5m2_float8": "float8_e5m2",
-}
-
-DTYPES: tuple[str, ...] = (*_BITS, *BLOCK_TYPES)
+DTYPES: tuple[str, ...] = (*ELEMENT_TYPES, *BLOCK_TYPES)
 """Every dtype name the IR accepts: element types first, then the block types."""
 
 
 def canonical_dtype(name: str) -> str:
     """Return the canonical spelling of a dtype name, or raise naming the unknown dtype."""
-    name = _ALIASES.get(name, name)
-    if name not in _BITS and name not in BLOCK_TYPES:
+    name = ALIASES.get(name, name)
+    if name not in ELEMENT_TYPES and name not in BLOCK_TYPES:
         raise StructInfoError(f"unknown dtype {name!r}; expected one of {', '.join(DTYPES)}")
     return name
 
 
 def is_dtype(name: object) -> bool:
     """True if `name` is a dtype name the IR accepts (aliases included)."""
-    return isinstance(name, str) and (_ALIASES.get(name, name) in _BITS or name in BLOCK_TYPES)
+    return isinstance(name, str) and (
+        ALIASES.get(name, name) in ELEMENT_TYPES or name in BLOCK_TYPES
+    )
 
 
 def is_block(dtype: object) -> bool:
@@ -119,7 +68,7 @@ def bits(dtype: str) -> int:
     name = canonical_dtype(dtype)
     if name in BLOCK_TYPES:
         raise StructInfoError(f"block type {name} has no per-element width; expected its nbytes")
-    return _BITS[name]
+    return ELEMENT_TYPES[name].bits
 
 
 def itemsize(dtype: str) -> int:
@@ -150,10 +99,9 @@ def is_int(dtype: str) -> bool:
 def to_numpy(dtype: str) -> np.dtype[np.generic]:
     """The numpy dtype that holds values of `dtype` in memory (uint8 for block types)."""
     name = canonical_dtype(dtype)
-    known = _plain_types()
-    if name in BLOCK_TYPES:
-        return known["uint8"]
-    return known[name] if name in known else _numpy_types()[name]
+    found = numpy_type("uint8" if name in BLOCK_TYPES else name)
+    assert found is not None  # every element dtype has a numpy type
+    return found
 
 
 def storage_shape(dtype: str, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -168,11 +116,9 @@ def from_numpy(dtype: np.dtype[np.generic] | type) -> str:
     import numpy as np
 
     np_dtype = np.dtype(dtype)
-    known = _plain_types()
-    known = known if np_dtype in known.values() else _numpy_types()
-    for name, candidate in known.items():
-        if candidate == np_dtype:
-            return name
-    raise StructInfoError(
-        f"numpy dtype {np_dtype} has no IR equivalent; expected one of {', '.join(DTYPES)}"
-    )
+    name = name_of(np_dtype)
+    if name is None:
+        raise StructInfoError(
+            f"numpy dtype {np_dtype} has no IR equivalent; expected one of {', '.join(DTYPES)}"
+        )
+    return name
