@@ -55,7 +55,7 @@ NEVER: dict[str, tuple[set[str], str]] = {
 ALLOWED: dict[str, set[str]] = {
     layer: set(ORDER[:i]) - NEVER.get(layer, (set(), ""))[0] for i, layer in enumerate(ORDER)
 }
-SHARED = {"errors", "block_types", "lazy_names"}
+SHARED = {"errors", "block_types", "lazy_names", "dtypes"}
 
 # a whole dotted lazyparams path, or the constant head of an f-string ("lazyparams.io.")
 _MODULE_PATH = re.compile(r"lazyparams(\.[A-Za-z_]\w*)+")
@@ -119,7 +119,7 @@ def test_every_package_file_belongs_to_a_layer() -> None:
     top_level = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py"}
     layers = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert layers <= set(ORDER)
-    assert top_level <= {"__init__", "__main__", "errors", "block_types", "lazy_names"}
+    assert top_level <= {"__init__", "__main__", *SHARED}
 
 
 def test_the_narrower_rules_only_narrow_design_order() -> None:
