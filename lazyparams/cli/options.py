@@ -177,9 +177,10 @@ def _convert_parser(commands: Any, full: bool) -> None:
     command.add_argument(
         "--verify-resume",
         choices=VERIFY_MODES,
-        default="sampled",
-        help="how the source is checked to be the interrupted run's: sampled (default: a hash "
-        "of each file's header and spread blocks) or full (every byte, at the start of both runs)",
+        default="full",
+        help="how the source is checked to be the interrupted run's: full (default: a CRC of "
+        "every byte, read at the start of both runs, so any changed byte is caught) or sampled "
+        "(a hash of each file's header and spread blocks: cheaper, misses most edits in place)",
     )
     command.add_argument("--no-progress", action="store_true", help="draw no progress bars")
     command.add_argument(

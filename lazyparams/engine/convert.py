@@ -26,7 +26,7 @@ from lazyparams.engine.destination import (
     source_header_metadata,
 )
 from lazyparams.engine.executor import ExecutorReport, find_executor
-from lazyparams.engine.fingerprint import check_mode
+from lazyparams.engine.fingerprint import DEFAULT_MODE, check_mode
 from lazyparams.engine.journal import keeps_partial
 from lazyparams.engine.output import Output
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
@@ -150,7 +150,7 @@ def convert(
     format: str | None = None,
     shard_size: int | str | None = None,
     resume: bool = False,
-    verify_resume: str = "sampled",
+    verify_resume: str = DEFAULT_MODE,
     progress: bool = True,
     workers: int = 1,
     metadata: Mapping[str, Any] | None = None,
@@ -170,7 +170,9 @@ def convert(
     that is interrupted (or fails) keeps its work beside `dst`, and `resume=True` continues it,
     computing only the missing outputs, to a byte-identical result; what it reuses is checked
     by content (the source files against the fingerprints recorded when the run started:
-    `verify_resume="sampled"`, or `"full"` to hash every byte; npz, npy and GGUF outputs
+    `verify_resume="full"`, the default, CRCs every byte, so any changed byte is caught, at
+    the cost of one read of the source at the start and at the resume; `"sampled"` hashes a
+    file's header and spread blocks only (see `fingerprint`); npz, npy and GGUF outputs
     against their recorded CRCs). `workers` > 1 runs that
     many independent steps at once (loads ahead of computing, writes beside it), never holding
     more than the budget (without one, `plan.worker_budget_bytes`). `progress` draws bars on
@@ -265,7 +267,7 @@ def prepare(
     shard_size: int | None,
     resume: bool,
     metadata: Mapping[str, Any] | None,
-    verify: str = "sampled",
+    verify: str = DEFAULT_MODE,
 ) -> Prepared:
     """Trace SPEC against the source, choose and check the destination (format, metadata; a
     safetensors output keeps a safetensors source's `__metadata__`) and prepare it (an

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyparams.engine.dst_lock import DestinationLock
-from lazyparams.engine.fingerprint import fingerprints
+from lazyparams.engine.fingerprint import DEFAULT_MODE, fingerprints
 from lazyparams.engine.journal import work_dir
 from lazyparams.engine.layouts import Layout, plan_layout
 from lazyparams.engine.output import (
@@ -48,7 +48,7 @@ SAFETENSORS = "safetensors"
 GGUF = "gguf"
 _SHARDABLE = (SAFETENSORS, GGUF)
 _BY_SUFFIX = {".npz": "npz", ".gguf": "gguf"}
-JOB_VERSION = 2
+JOB_VERSION = 3
 
 
 @dataclass(slots=True)
@@ -254,11 +254,11 @@ def job_description(
     source: Any,
     outputs: Sequence[TensorInfo],
     dst: Destination,
-    verify: str = "sampled",
+    verify: str = DEFAULT_MODE,
 ) -> dict[str, Any]:
     """What identifies a conversion, so that a resume continues only the same one: digests of
     the transform, the source's tensors and the outputs, the options, and the source files'
-    content fingerprints (`verify`: sampled or full, see `fingerprint`)."""
+    content fingerprints (`verify`: full, the default, or sampled; see `fingerprint`)."""
     inputs = [(n, source.info(n).shape, source.info(n).dtype) for n in source.names()]
     return {
         "version": JOB_VERSION,

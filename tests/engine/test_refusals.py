@@ -147,7 +147,7 @@ def test_an_output_dtype_the_format_cannot_hold(tmp_path: Path) -> None:
         ),
         (
             {"verify_resume": "some"},
-            "verify_resume: expected one of sampled, full, got 'some'",
+            "verify_resume: expected one of full, sampled, got 'some'",
         ),
         ({"shard_size": "big"}, "shard_size: expected a size like 512MiB"),
         ({"workers": -1}, "workers: expected a positive int, got -1"),

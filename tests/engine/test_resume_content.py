@@ -1,10 +1,12 @@
 """A resume reuses only what its content shows to be the interrupted run's: the source files by
-fingerprint (sampled, or every byte with verify_resume="full"), the output's tensors by CRC;
-output names a format cannot store are refused before any data is read."""
+fingerprint (every byte by default, or sampled with verify_resume="sampled"), the output's
+tensors by CRC; output names a format cannot store are refused before any data is read."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from lazyparams.engine.journal import work_dir
 from lazyparams.errors import CheckpointError, ConvertError
 from lazyparams.io import SafetensorsSink, TensorInfo
 from tests.engine.helpers import CountingSource, tree_bytes
+from tests.engine.test_resume import flaky_spec, journal_names
 
 NAMED = """
 NAMES = {names!r}
@@ -123,9 +126,9 @@ def test_full_verification_sees_a_change_sampling_misses(
     src = make_source(tmp_path / "model.safetensors")
     dst = tmp_path / "out.gguf"
     interrupt(src, dst, monkeypatch, verify_resume="full")
-    with pytest.raises(ConvertError, match="recorded only sampled ones"):
+    with pytest.raises(ConvertError, match="recorded only sampled hashes"):
         sampled_dst = tmp_path / "other.gguf"
-        interrupt(src, sampled_dst, monkeypatch)
+        interrupt(src, sampled_dst, monkeypatch, verify_resume="sampled")
         convert("cast:float16", src, sampled_dst, resume=True, verify_resume="full")
     rewrite_keeping_size_and_mtime(src, 20_000)  # between the samples
     with pytest.raises(ConvertError, match=r"'model\.safetensors' changed content"):
@@ -148,3 +151,46 @@ def test_a_damaged_reused_tensor_is_written_again(
     report = convert("cast:float16", src, dst, resume=True, progress=False)
     assert report.resumed_outputs == 1  # of the two journaled, only the intact one
     assert tree_bytes(run) == tree_bytes(reference)
+
+
+def _tensor_bytes(path: Path, name: str) -> tuple[int, int]:
+    """Where tensor `name`'s bytes lie in the safetensors file `path`: [start, end)."""
+    raw = path.read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    begin, end = json.loads(raw[8 : 8 + length])[name]["data_offsets"]
+    return 8 + length + begin, 8 + length + end
+
+
+def _outside_the_samples(size: int, start: int, end: int) -> int:
+    """An offset in [start, end) that the sampled fingerprint of a file of `size` never reads."""
+    stride = (size - fingerprint.HEAD_BYTES - fingerprint.TAIL_BYTES) // (fingerprint.SAMPLES + 1)
+    blocks = [fingerprint.HEAD_BYTES + stride * (k + 1) for k in range(fingerprint.SAMPLES)]
+    sampled = [(0, fingerprint.HEAD_BYTES), *((b, b + fingerprint.SAMPLE_BYTES) for b in blocks)]
+    sampled.append((size - fingerprint.TAIL_BYTES, size))
+    return next(at for at in range(start, end, 4096) if not any(a <= at < b for a, b in sampled))
+
+
+def test_a_byte_flipped_in_a_converted_tensor_is_refused_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fingerprint, "CRC_CHUNK", 1 << 20)  # to check the range named
+    src = make_source(tmp_path / "model.safetensors", size=512)  # 4 MiB, sampled in part
+    spec, marker = flaky_spec(tmp_path, after=2)
+    dst = tmp_path / "out.safetensors"
+    with pytest.raises(RuntimeError, match="the disk caught fire"):
+        convert(str(spec), src, dst, progress=False)
+    converted = journal_names(dst)
+    assert converted and len(converted) < 4
+    start, end = _tensor_bytes(src, converted[0])
+    offset = _outside_the_samples(src.stat().st_size, start, end)
+    rewrite_keeping_size_and_mtime(src, offset)
+    marker.unlink()
+    chunk = offset >> 20 << 20
+    expected = (
+        f"source file 'model.safetensors' changed content (its size kept) in bytes [{chunk}, "
+    )
+    with pytest.raises(ConvertError, match=re.escape(expected)):
+        convert(str(spec), src, dst, resume=True, progress=False)
+    assert not dst.exists() and work_dir(dst).exists()
+    # the sampled check, the default before, reads none of that tensor's changed bytes
+    convert(str(spec), src, dst, resume=True, progress=False, verify_resume="sampled")
