@@ -248,6 +248,19 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _process_tuned(command: str) -> Iterator[None]:
+    """The commands that trace and convert opt this process, which is theirs, in to the
+    engine's process-wide settings (`engine.process`); a library call does not."""
+    if command == "show":
+        yield
+        return
+    from lazyparams.engine.process import tune_process_for_conversion
+
+    with tune_process_for_conversion():
+        yield
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise Terminated(signal.Signals(signum).name)
 
@@ -262,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
 
     try:
-        with _terminate_as_interrupt():
+        with _terminate_as_interrupt(), _process_tuned(args.command):
             _check_argument_order(args)
             return _COMMANDS[args.command](args, Console(highlight=False))
     except LazyParamsError as err:

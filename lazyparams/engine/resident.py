@@ -1,9 +1,10 @@
 """Resident memory of this process: the peak over a baseline while a conversion runs.
 
-On Linux the kernel's high-water mark is reset at the start (`/proc/self/clear_refs`) and read
-at the end, so no peak is missed between samples; where that is refused, a thread samples the
-resident size every millisecond. Elsewhere there is no measurement (None). Imports only the
-standard library.
+A thread samples the resident size every millisecond. A process that opted in (`opt_in`: the
+command line, which owns its process) also tunes glibc malloc, and has the kernel's high-water
+mark reset at the start (`/proc/self/clear_refs`) and read at the end, so no peak is missed
+between samples; a library call changes neither. Elsewhere there is no measurement (None).
+Imports only the standard library.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _M_MMAP_THRESHOLD = -3
 _MMAP_THRESHOLD = 128 * 1024
 _malloc_tuned: list[bool] = []
+_opted_in = [False]
 
 
 def current_rss() -> int | None:
@@ -48,22 +50,35 @@ def _reset_high_water_mark() -> bool:
     return _high_water_mark() is not None
 
 
-def release_freed_memory_promptly() -> bool:
-    """Make glibc malloc hand freed memory back to the system now and from now on.
+def opt_in(on: bool) -> bool:
+    """Let conversions change this process's malloc settings and peak-RSS mark (`on`), or
+    leave them alone, as a library must. Returns whether malloc is tuned."""
+    _opted_in[0] = on
+    return on and _tune_malloc()
 
-    Freed heap memory is trimmed, and the mmap threshold is fixed: by default it grows to the
-    largest buffer freed so far, after which tensors of that size come from the heap and stay
-    resident when freed, so memory would track the past rather than the plan. Returns whether
-    the setting took (False off glibc).
-    """
+
+def _tune_malloc() -> bool:
+    """Fix glibc's mmap threshold (once): by default it grows to the largest buffer freed so
+    far, after which tensors of that size come from the heap and stay resident when freed, so
+    memory would track the past rather than the plan. False off glibc."""
     try:
-        libc = ctypes.CDLL(None)
         if not _malloc_tuned:
-            _malloc_tuned.append(bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)))
-        libc.malloc_trim(0)
+            _malloc_tuned.append(
+                bool(ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD))
+            )
     except (OSError, AttributeError):
         _malloc_tuned.append(False)
     return _malloc_tuned[0]
+
+
+def release_freed_memory_promptly() -> bool:
+    """In a process that opted in, hand freed heap memory back to the system now (with the
+    threshold fixed, later frees go back at once). Returns whether malloc is tuned; a library
+    call does nothing and returns False."""
+    if not _opted_in[0] or not _tune_malloc():
+        return False
+    ctypes.CDLL(None).malloc_trim(0)
+    return True
 
 
 class PeakResident:
@@ -79,7 +94,8 @@ class PeakResident:
 
     def __enter__(self) -> PeakResident:
         self.baseline = current_rss()
-        if self.baseline is not None and not _reset_high_water_mark():
+        reset = _opted_in[0] and _reset_high_water_mark()
+        if self.baseline is not None and not reset:
             self._sampled = self.baseline
             self._thread = threading.Thread(target=self._sample, daemon=True)
             self._thread.start()

@@ -55,16 +55,27 @@ def trace(fn: TransformFn, inputs: Any, *, name: str = "transform_params") -> IR
         return _module(tracer, names, out_var)
 
 
+_promote = [False]
+
+
+def promote_after_tracing(on: bool) -> None:
+    """Whether `collection_paused` moves what was built to the oldest generation on leaving
+    (`on`: the command line, which owns its process), or leaves the collector's generations
+    as they were (a library call)."""
+    _promote[0] = on
+
+
 @contextlib.contextmanager
 def collection_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while IR is built (restored on leaving, nested
-    uses included).
+    """Pause the cyclic garbage collector while IR is built (its state restored on leaving,
+    nested uses included).
 
     Tracing and planning a large model allocate millions of long-lived, acyclic nodes; each
     allocation burst would trigger a collection scanning all of them again (a quarter of a
-    671B plan's time). Reference counting still frees everything at once. On leaving, what
-    was made joins the oldest generation unscanned (`freeze` then `unfreeze`), as if it had
-    survived the collections skipped, so the first allocation after does not scan it all.
+    671B plan's time). Reference counting still frees everything at once. Where the process
+    opted in (`promote_after_tracing`) and froze nothing itself, what was made joins the
+    oldest generation unscanned on leaving (`freeze` then `unfreeze`), as if it had survived
+    the collections skipped, so the first allocation after does not scan it all.
     """
     if not gc.isenabled():
         yield
@@ -73,8 +84,9 @@ def collection_paused() -> Iterator[None]:
     try:
         yield
     finally:
-        gc.freeze()
-        gc.unfreeze()
+        if _promote[0] and gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
         gc.enable()
 
 
