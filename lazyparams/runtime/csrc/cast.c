@@ -48,7 +48,7 @@ static inline uint16_t half_of_bfloat(uint16_t b) {
 
 #define PORTABLE(NAME, S, T, EXPR)                                                            \
     static void NAME(const S *x, T *out, Py_ssize_t n) {                                      \
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = EXPR(x[i]);                               \
+        for (Py_ssize_t i = 0; i < n; i++) LP_STORE(T, out + i, EXPR(LP_LOAD(S, x + i)));     \
     }
 #define SHIFTED(v) ((uint32_t)(v) << 16)
 #define BFLOAT_OF_HALF(v) bfloat_bits(float_of_half(v))

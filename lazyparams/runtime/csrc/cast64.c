@@ -43,11 +43,15 @@ static inline uint16_t bfloat_of_double(uint64_t b) {
 }
 
 static void f64_to_f16_portable(const uint64_t *x, uint16_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = half_of_double(x[i]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        LP_STORE(uint16_t, out + i, half_of_double(LP_LOAD(uint64_t, x + i)));
+    }
 }
 
 static void f64_to_bf16_portable(const uint64_t *x, uint16_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = bfloat_of_double(x[i]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        LP_STORE(uint16_t, out + i, bfloat_of_double(LP_LOAD(uint64_t, x + i)));
+    }
 }
 
 #if LP_X86
@@ -164,7 +168,7 @@ V512 static void f64_to_float8_512(const uint64_t *x, uint8_t *out, Py_ssize_t n
         _mm_storeu_si128((__m128i *)(out + i), codes);
     }
     uint32_t wide[16];
-    for (Py_ssize_t k = 0; k < n - i; k++) wide[k] = float_of_double(x[i + k]);
+    for (Py_ssize_t k = 0; k < n - i; k++) wide[k] = float_of_double(LP_LOAD(uint64_t, x + i + k));
     lp_f32_to_float8(wide, out + i, n - i, finite); /* float8.c */
 }
 #endif
@@ -198,7 +202,7 @@ static void f64_to_float8(const uint64_t *x, uint8_t *out, Py_ssize_t n, int fin
     uint32_t wide[BLOCK];
     for (Py_ssize_t i = 0; i < n; i += BLOCK) {
         Py_ssize_t m = n - i < BLOCK ? n - i : BLOCK;
-        for (Py_ssize_t k = 0; k < m; k++) wide[k] = float_of_double(x[i + k]);
+        for (Py_ssize_t k = 0; k < m; k++) wide[k] = float_of_double(LP_LOAD(uint64_t, x + i + k));
         lp_f32_to_float8(wide, out + i, m, finite); /* float8.c */
     }
 }
@@ -216,7 +220,9 @@ static inline uint64_t double_of_half(uint16_t h) {
 }
 
 static void f16_to_f64_portable(const uint16_t *x, uint64_t *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = double_of_half(x[i]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        LP_STORE(uint64_t, out + i, double_of_half(LP_LOAD(uint16_t, x + i)));
+    }
 }
 
 #if LP_X86

@@ -33,11 +33,18 @@ static inline uint8_t small_float_bits(uint32_t b, const int man, const int bias
 
 static void to_small_portable(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite) {
     if (finite) {
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = small_float_bits(x[i], 3, 7, 1);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            out[i] = small_float_bits(LP_LOAD(uint32_t, x + i), 3, 7, 1);
+        }
     } else {
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = small_float_bits(x[i], 2, 15, 0);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            out[i] = small_float_bits(LP_LOAD(uint32_t, x + i), 2, 15, 0);
+        }
     }
 }
+
+/* out[i] = table[x[i]] for float8 codes, with output and table (items of T) at any address. */
+#define LOOK(T, out, table, x, i) LP_STORE(T, (out) + (i), LP_LOAD(T, (table) + (x)[i]))
 
 #if LP_X86
 #define AVX2 __attribute__((target("avx2")))
@@ -151,7 +158,7 @@ F16C INLINE Py_ssize_t from_small_run(const uint8_t *x, uint32_t *out, Py_ssize_
         __m256 a, b;
         if (small_to_f32(_mm_loadu_si128((const __m128i *)(x + i)), finite, &a, &b)) {
             uint32_t redo[16];
-            for (int q = 0; q < 16; q++) redo[q] = table[x[i + q]];
+            for (int q = 0; q < 16; q++) redo[q] = LP_LOAD(uint32_t, table + x[i + q]);
             a = _mm256_loadu_ps((const float *)redo);
             b = _mm256_loadu_ps((const float *)(redo + 8));
         }
@@ -193,7 +200,7 @@ F16C INLINE Py_ssize_t to_half_run(const uint8_t *x, uint16_t *out, Py_ssize_t n
         }
         if (nan) {
             uint16_t redo[16];
-            for (int q = 0; q < 16; q++) redo[q] = table[x[i + q]];
+            for (int q = 0; q < 16; q++) redo[q] = LP_LOAD(uint16_t, table + x[i + q]);
             r = _mm256_loadu_si256((const __m256i *)redo);
         }
         lp_put32(out + i, r, stream);
@@ -229,7 +236,7 @@ AVX2 INLINE Py_ssize_t e4m3_to_half_run(const uint8_t *x, uint16_t *out, Py_ssiz
         __m256i a = _mm256_unpacklo_epi8(low, top), b = _mm256_unpackhi_epi8(low, top);
         if (!_mm256_testz_si256(nan, nan)) {
             uint16_t redo[32];
-            for (int q = 0; q < 32; q++) redo[q] = table[x[i + q]];
+            for (int q = 0; q < 32; q++) redo[q] = LP_LOAD(uint16_t, table + x[i + q]);
             a = _mm256_loadu_si256((const __m256i *)redo);
             b = _mm256_loadu_si256((const __m256i *)(redo + 16));
         }
@@ -249,20 +256,20 @@ F16C static void to_half_f16c(const uint8_t *x, uint16_t *out, Py_ssize_t n, int
                               int half, const uint16_t *table) {
     Py_ssize_t head = lp_stream_head(out, 2, n), i = 0;
     if (head >= 0) {
-        for (; i < head; i++) out[i] = table[x[i]];
+        for (; i < head; i++) LOOK(uint16_t, out, table, x, i);
         i += TO_HALF(x + i, out + i, n - i, 1);
         _mm_sfence();
     } else {
         i = TO_HALF(x, out, n, 0);
     }
-    for (; i < n; i++) out[i] = table[x[i]];
+    for (; i < n; i++) LOOK(uint16_t, out, table, x, i);
 }
 
 F16C static void from_small_f16c(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
                                  const uint32_t *table) {
     Py_ssize_t head = lp_stream_head(out, 4, n), i = 0;
     if (head >= 0) {
-        for (; i < head; i++) out[i] = table[x[i]];
+        for (; i < head; i++) LOOK(uint32_t, out, table, x, i);
         i += finite ? from_small_run(x + i, out + i, n - i, table, 1, 1)
                     : from_small_run(x + i, out + i, n - i, table, 0, 1);
         _mm_sfence();
@@ -270,7 +277,7 @@ F16C static void from_small_f16c(const uint8_t *x, uint32_t *out, Py_ssize_t n, 
         i = finite ? from_small_run(x, out, n, table, 1, 0)
                    : from_small_run(x, out, n, table, 0, 0);
     }
-    for (; i < n; i++) out[i] = table[x[i]];
+    for (; i < n; i++) LOOK(uint32_t, out, table, x, i);
 }
 /* Thirty-two float8 codes to the other float8 format, in byte lanes (AVX2 shifts 16-bit lanes:
  * the bits they move across bytes are masked off). e4m3fn to e5m2 adds 8 to the exponent and
@@ -353,7 +360,7 @@ void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
         return;
     }
 #endif
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];
+    for (Py_ssize_t i = 0; i < n; i++) LOOK(uint32_t, out, table, x, i);
 }
 
 /* float8_e4m3fn (`finite`) or float8_e5m2 to float16 (`half`) or bfloat16, `table` holding
@@ -370,7 +377,7 @@ static void float8_to_half(const uint8_t *x, uint16_t *out, Py_ssize_t n, int fi
         return;
     }
 #endif
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];
+    for (Py_ssize_t i = 0; i < n; i++) LOOK(uint16_t, out, table, x, i);
 }
 
 /* float8_e4m3fn (`finite`) to float8_e5m2 or back, `table` the target's code of each code:

@@ -3,12 +3,15 @@
  * libraries computed, bit for bit theirs). */
 #include "native.h"
 
+/* The entry of the code at `at` (codes, table and output may each start at any byte). */
+#define ENTRY(S, T, at, table) LP_LOAD(T, (table) + LP_LOAD(S, at))
+
 /* Table lookups. On little-endian CPUs, to entries narrower than eight bytes, eight codes at
  * a time, their entries gathered into 64-bit words so that each store writes eight bytes: the
  * stores of single narrow items, not the loads, bound the plain loop. */
 #define PLAIN_LOOKUP(NAME, S, T)                                                               \
     LP_CLONES static void NAME(const S *x, T *out, const T *table, Py_ssize_t n) {           \
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = table[x[i]];                               \
+        for (Py_ssize_t i = 0; i < n; i++) LP_STORE(T, out + i, ENTRY(S, T, x + i, table));    \
     }
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define LOOKUP(NAME, S, T)                                                                     \
@@ -20,13 +23,14 @@
             for (size_t k = 0; k < sizeof(T); k++) {                                           \
                 uint64_t w = 0;                                                                \
                 for (size_t q = 0; q < per; q++) {                                             \
-                    w |= (uint64_t)table[x[i + k * per + q]] << (8 * sizeof(T) * q);           \
+                    uint64_t e = ENTRY(S, T, x + i + k * per + q, table);                      \
+                    w |= e << (8 * sizeof(T) * q);                                             \
                 }                                                                              \
                 words[k] = w;                                                                  \
             }                                                                                  \
             memcpy(out + i, words, sizeof words);                                              \
         }                                                                                      \
-        for (; i < n; i++) out[i] = table[x[i]];                                               \
+        for (; i < n; i++) LP_STORE(T, out + i, ENTRY(S, T, x + i, table));                    \
     }
 #else
 #define LOOKUP PLAIN_LOOKUP
@@ -51,7 +55,8 @@ PLAIN_LOOKUP(lookup_16_64, uint16_t, uint64_t)
         Py_ssize_t i = head;                                                                   \
         PLAIN(x, out, table, head);                                                            \
         for (; i + 2 <= n; i += 2) {                                                           \
-            __m128i v = _mm_set_epi64x((long long)table[x[i + 1]], (long long)table[x[i]]);    \
+            __m128i v = _mm_set_epi64x((long long)ENTRY(S, uint64_t, x + i + 1, table),        \
+                                       (long long)ENTRY(S, uint64_t, x + i, table));           \
             _mm_stream_si128((__m128i *)(out + i), v);                                         \
         }                                                                                      \
         _mm_sfence();                                                                          \

@@ -6,8 +6,9 @@
  *
  * Each loop fills buffers the caller allocated and runs without the GIL, so that worker
  * threads convert in parallel. `runtime/native.py` checks every argument (dtypes, shapes,
- * contiguity, alignment, overlap) before calling in; the checks in C only guard memory safety.
- * Results are bit-identical to numpy's and ml_dtypes' own conversions.
+ * contiguity, alignment, overlap) before calling in; the checks in C only guard memory safety,
+ * and the loops take buffers at any address (LP_LOAD). Results are bit-identical to numpy's
+ * and ml_dtypes' own conversions.
  */
 #ifndef LAZYPARAMS_NATIVE_H
 #define LAZYPARAMS_NATIVE_H
@@ -103,6 +104,35 @@ static inline float bits_f32(uint32_t b) {
     memcpy(&f, &b, 4);
     return f;
 }
+
+/* Items of the callers' buffers, read and written at any address: a view may start at any
+ * byte, and a typed access off its type's alignment is undefined behaviour. LP_LOAD(T, p) is
+ * the T at p; LP_STORE(T, p, v) writes v there (T one of the types below, as one token). GCC
+ * and Clang go through T declared 1-byte aligned: the same plain move, and still a T to alias
+ * analysis, so the loops compile as before (through memcpy an access reads as char: every
+ * store could then alias every load, and loops would gain run-time overlap checks). Other
+ * compilers copy by memcpy, which they turn into the same move. */
+#if defined(__GNUC__)
+#define LP_ANY_ADDRESS(T)                                                                      \
+    typedef T lp_any_##T __attribute__((aligned(1)));                                          \
+    static inline T lp_load_##T(const void *p) { return *(const lp_any_##T *)p; }              \
+    static inline void lp_store_##T(void *p, T v) { *(lp_any_##T *)p = v; }
+#else
+#define LP_ANY_ADDRESS(T)                                                                      \
+    static inline T lp_load_##T(const void *p) {                                               \
+        T v;                                                                                   \
+        memcpy(&v, p, sizeof v);                                                               \
+        return v;                                                                              \
+    }                                                                                          \
+    static inline void lp_store_##T(void *p, T v) { memcpy(p, &v, sizeof v); }
+#endif
+LP_ANY_ADDRESS(uint8_t)
+LP_ANY_ADDRESS(uint16_t)
+LP_ANY_ADDRESS(uint32_t)
+LP_ANY_ADDRESS(uint64_t)
+LP_ANY_ADDRESS(float)
+#define LP_LOAD(T, p) lp_load_##T(p)
+#define LP_STORE(T, p, v) lp_store_##T(p, v)
 
 /* A conversion of runs of elements, as the transposes apply it while they gather a tile:
  * `kind` is one of LP_CONVERT_NAMES (0: a plain copy), `table` the entry of every code for

@@ -34,9 +34,10 @@
     static void tile_##T(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,          \
                          Py_ssize_t rows, Py_ssize_t cols) {                                 \
         for (Py_ssize_t j = 0; j < cols; j++) {                                              \
-            T *d = (T *)(dst + j * ds);                                                      \
+            char *d = dst + j * ds;                                                          \
             for (Py_ssize_t i = 0; i < rows; i++) {                                          \
-                d[i] = *(const T *)(src + i * ss + j * (Py_ssize_t)sizeof(T));               \
+                T v = LP_LOAD(T, src + i * ss + j * (Py_ssize_t)sizeof(T));                  \
+                LP_STORE(T, d + i * (Py_ssize_t)sizeof(T), v);                               \
             }                                                                                \
         }                                                                                    \
     }
