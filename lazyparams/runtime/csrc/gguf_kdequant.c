@@ -7,7 +7,7 @@
 static inline void min_scaled(float d, float dmin, int sc, int m, const int8_t *q, int n,
                               float *out) {
     float dl = d * (float)sc, ml = dmin * (float)m;
-    for (int l = 0; l < n; l++) out[l] = dl * (float)q[l] - ml;
+    for (int l = 0; l < n; l++) LP_STORE(float, out + l, dl * (float)q[l] - ml);
 }
 
 static void k4_levels(const uint8_t *s, int j, int *sc, int *m) {
@@ -81,7 +81,7 @@ LP_CLONES static void dequantize_q6(const uint8_t *y, float *out) {
     const int8_t *sc = (const int8_t *)(y + 192);
     for (int j = 0; j < 16; j++) {
         float dl = d * (float)sc[j];
-        for (int l = 0; l < 16; l++) out[16 * j + l] = dl * (float)q[16 * j + l];
+        for (int l = 0; l < 16; l++) LP_STORE(float, out + 16 * j + l, dl * (float)q[16 * j + l]);
     }
 }
 

@@ -9,7 +9,7 @@ static void gather(const float *x, Py_ssize_t valid, int n, Cols c) {
     for (int g = 0; g < G; g++)
         for (int i = 0; i < n; i++) {
             Py_ssize_t at = (Py_ssize_t)g * n + i;
-            c[i][g] = at < valid ? x[at] : 0.f;
+            c[i][g] = at < valid ? LP_LOAD(float, x + at) : 0.f;
         }
 }
 
@@ -23,7 +23,9 @@ static void take_codes(const Cols c, int n, int g, uint8_t *L) {
 /* ggml's last pass over one sub-block: round((x + dm) / d) clamped to [lo, hi], plus `bias`. */
 static void requantize(const float *x, int n, float d, float dm, int lo, int hi, int bias,
                        uint8_t *L) {
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)(clampi(round_int((x[i] + dm) / d), lo, hi) + bias);
+    for (int i = 0; i < n; i++) {
+        L[i] = (uint8_t)(clampi(round_int((LP_LOAD(float, x + i) + dm) / d), lo, hi) + bias);
+    }
 }
 
 /* 2-bit codes: byte l of each 128 values holds codes l, l+32, l+64, l+96. */
@@ -172,7 +174,7 @@ static void finish_q6(const float *x, const Cols c, const float *scale, uint8_t 
 static int all_finite(const float *x, Py_ssize_t n) {
     uint32_t worst = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t e = f32_bits(x[i]) & 0x7F800000;
+        uint32_t e = f32_bits(LP_LOAD(float, x + i)) & 0x7F800000;
         worst = e > worst ? e : worst;
     }
     return worst != 0x7F800000;

@@ -33,7 +33,7 @@ static inline float inverse(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
 static inline uint32_t abs_max_bits(const float *x) {
     uint32_t high = 0;
     for (int j = 0; j < QK; j++) {
-        uint32_t b = f32_bits(x[j]) & 0x7FFFFFFFu;
+        uint32_t b = f32_bits(LP_LOAD(float, x + j)) & 0x7FFFFFFFu;
         high = b > high ? b : high;
     }
     return high;
@@ -43,8 +43,8 @@ static inline uint32_t abs_max_bits(const float *x) {
 static inline float signed_max(const float *x, uint32_t amax) {
     if (amax == 0) return 0.0f;
     int j = 0;
-    while ((f32_bits(x[j]) & 0x7FFFFFFFu) != amax) j++;
-    return x[j];
+    while ((f32_bits(LP_LOAD(float, x + j)) & 0x7FFFFFFFu) != amax) j++;
+    return LP_LOAD(float, x + j);
 }
 
 /* float32 bits mapped to integers that order like the values (-0.0 just below +0.0). */
@@ -61,8 +61,8 @@ static inline float from_ordered(int32_t o) {
 /* The first value equal to `v` (equal as floats: it keeps the sign of the first zero). */
 static inline float first_equal(const float *x, float v) {
     int j = 0;
-    while (x[j] != v) j++;
-    return x[j];
+    while (LP_LOAD(float, x + j) != v) j++;
+    return LP_LOAD(float, x + j);
 }
 
 /* A block's minimum and maximum as ggml's strict comparisons find them: the first values
@@ -70,7 +70,7 @@ static inline float first_equal(const float *x, float v) {
 static inline void block_min_max(const float *x, float *min, float *max) {
     int32_t lo = INT32_MAX, hi = INT32_MIN;
     for (int j = 0; j < QK; j++) {
-        int32_t o = ordered(x[j]);
+        int32_t o = ordered(LP_LOAD(float, x + j));
         lo = o < lo ? o : lo;
         hi = o > hi ? o : hi;
     }
@@ -97,7 +97,9 @@ LP_CLONES static Py_ssize_t q8_0_rows(const float *x, uint8_t *y, Py_ssize_t blo
         float id = inverse(d);
         put_half(y, d);
         int ok = id <= FLT_MAX; /* else every product is infinite or NaN: code 0 */
-        for (int j = 0; j < QK; j++) y[2 + j] = ok ? (uint8_t)round_away(x[j] * id) : 0;
+        for (int j = 0; j < QK; j++) {
+            y[2 + j] = ok ? (uint8_t)round_away(LP_LOAD(float, x + j) * id) : 0;
+        }
     }
     return -1;
 }
@@ -108,7 +110,7 @@ static inline void symmetric_codes(const float *x, float id, float half, int32_t
                                    uint8_t *q) {
     int ok = id <= FLT_MAX;
     for (int j = 0; j < QK; j++) {
-        int32_t c = (int32_t)(x[j] * id + (half + 0.5f));
+        int32_t c = (int32_t)(LP_LOAD(float, x + j) * id + (half + 0.5f));
         q[j] = ok ? (uint8_t)(c < top ? c : top) : 0;
     }
 }
@@ -157,7 +159,7 @@ static inline void affine_codes(const float *x, float min, float d, int32_t top,
     float id = inverse(d);
     int ok = d <= FLT_MAX && id <= FLT_MAX;
     for (int j = 0; j < QK; j++) {
-        int32_t c = (int32_t)((x[j] - min) * id + 0.5f);
+        int32_t c = (int32_t)((LP_LOAD(float, x + j) - min) * id + 0.5f);
         q[j] = ok ? (uint8_t)(c < top ? c : top) : 0;
     }
 }
@@ -220,7 +222,7 @@ static inline void add_high_bits(const uint8_t *at, int32_t *codes) {
 LP_CLONES static void q8_0_values(const uint8_t *b, float *y, Py_ssize_t blocks) {
     for (Py_ssize_t i = 0; i < blocks; i++, b += 34, y += QK) {
         float d = half_value(b);
-        for (int j = 0; j < QK; j++) y[j] = d * (float)(int8_t)b[2 + j];
+        for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)(int8_t)b[2 + j]);
     }
 }
 
@@ -229,7 +231,7 @@ LP_CLONES static void q4_0_values(const uint8_t *b, float *y, Py_ssize_t blocks)
     for (Py_ssize_t i = 0; i < blocks; i++, b += 18, y += QK) {
         float d = half_value(b);
         nibbles_of(b + 2, c);
-        for (int j = 0; j < QK; j++) y[j] = d * (float)(c[j] - 8);
+        for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)(c[j] - 8));
     }
 }
 
@@ -238,7 +240,7 @@ LP_CLONES static void q4_1_values(const uint8_t *b, float *y, Py_ssize_t blocks)
     for (Py_ssize_t i = 0; i < blocks; i++, b += 20, y += QK) {
         float d = half_value(b), m = half_value(b + 2);
         nibbles_of(b + 4, c);
-        for (int j = 0; j < QK; j++) y[j] = d * (float)c[j] + m;
+        for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)c[j] + m);
     }
 }
 
@@ -248,7 +250,7 @@ LP_CLONES static void q5_0_values(const uint8_t *b, float *y, Py_ssize_t blocks)
         float d = half_value(b);
         nibbles_of(b + 6, c);
         add_high_bits(b + 2, c);
-        for (int j = 0; j < QK; j++) y[j] = d * (float)(c[j] - 16);
+        for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)(c[j] - 16));
     }
 }
 
@@ -258,7 +260,7 @@ LP_CLONES static void q5_1_values(const uint8_t *b, float *y, Py_ssize_t blocks)
         float d = half_value(b), m = half_value(b + 2);
         nibbles_of(b + 8, c);
         add_high_bits(b + 4, c);
-        for (int j = 0; j < QK; j++) y[j] = d * (float)c[j] + m;
+        for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)c[j] + m);
     }
 }
 

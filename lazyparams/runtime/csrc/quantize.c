@@ -21,17 +21,23 @@ __attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint16_t 
         __m128i h = _mm_loadu_si128((const __m128i *)(x + i));
         _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
     }
-    for (; i < n; i++) out[i] = _cvtsh_ss(x[i]);
+    for (; i < n; i++) out[i] = _cvtsh_ss(LP_LOAD(uint16_t, x + i));
 }
 #endif
 
 LP_CLONES static void bf16_to_f32(const uint16_t *x, float *out, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) out[i] = bits_f32((uint32_t)x[i] << 16);
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = bits_f32((uint32_t)LP_LOAD(uint16_t, x + i) << 16);
+}
+
+/* The float32 of a code through the source's table (at any address, as the source). */
+static inline float code_value(const Source *src, uint32_t code) {
+    return LP_LOAD(float, src->table + code);
 }
 
 /* `count` elements of `src` from element `at`, as float32: a pointer into the source itself
- * when it is float32, else converted into `scratch`. A converted NaN may differ in payload
- * from numpy's, which does not matter: quantization declines any NaN. */
+ * when it is float32 (at any address: the loops below read it by LP_LOAD), else converted
+ * into `scratch`. A converted NaN may differ in payload from numpy's, which does not matter:
+ * quantization declines any NaN. */
 static const float *load(const Source *src, Py_ssize_t at, Py_ssize_t count, float *scratch) {
     const uint16_t *half = (const uint16_t *)src->base + at;
     switch (src->kind) {
@@ -47,11 +53,13 @@ static const float *load(const Source *src, Py_ssize_t at, Py_ssize_t count, flo
             return scratch;
         }
 #endif
-        for (Py_ssize_t i = 0; i < count; i++) scratch[i] = src->table[half[i]];
+        for (Py_ssize_t i = 0; i < count; i++) {
+            scratch[i] = code_value(src, LP_LOAD(uint16_t, half + i));
+        }
         return scratch;
     default: {
         const uint8_t *x = (const uint8_t *)src->base + at;
-        for (Py_ssize_t i = 0; i < count; i++) scratch[i] = src->table[x[i]];
+        for (Py_ssize_t i = 0; i < count; i++) scratch[i] = code_value(src, x[i]);
         return scratch;
     }
     }
@@ -64,7 +72,7 @@ static const float *load(const Source *src, Py_ssize_t at, Py_ssize_t count, flo
 static inline uint32_t abs_max_bits(const float *x, Py_ssize_t n) {
     uint32_t high = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t b = f32_bits(x[i]) & 0x7FFFFFFFu;
+        uint32_t b = f32_bits(LP_LOAD(float, x + i)) & 0x7FFFFFFFu;
         high = b > high ? b : high;
     }
     return high;
@@ -88,11 +96,11 @@ static inline void round_into(const float *x, Py_ssize_t n, float s, float qmin,
                               int8_t *q) {
     if (s >= FLT_MIN && s <= FLT_MAX) {
         for (Py_ssize_t i = 0; i < n; i++) {
-            q[i] = (int8_t)(int32_t)((x[i] / s + 12582912.0f) - 12582912.0f);
+            q[i] = (int8_t)(int32_t)((LP_LOAD(float, x + i) / s + 12582912.0f) - 12582912.0f);
         }
         return;
     }
-    for (Py_ssize_t i = 0; i < n; i++) q[i] = code_of(x[i] / s, qmin, qmax);
+    for (Py_ssize_t i = 0; i < n; i++) q[i] = code_of(LP_LOAD(float, x + i) / s, qmin, qmax);
 }
 
 LP_CLONES static float abs_max(const float *x, Py_ssize_t n, int *nonfinite) {
@@ -113,13 +121,15 @@ LP_CLONES static void round_run(const float *x, Py_ssize_t n, float s, float qmi
 
 LP_CLONES static void round_scaled(const float *x, Py_ssize_t n, const float *s, float qmin,
                                    float qmax, int8_t *q) {
-    for (Py_ssize_t i = 0; i < n; i++) q[i] = code_of(x[i] / s[i], qmin, qmax);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        q[i] = code_of(LP_LOAD(float, x + i) / LP_LOAD(float, s + i), qmin, qmax);
+    }
 }
 
 LP_CLONES static void max_into(const float *x, Py_ssize_t n, uint32_t *high, int *nonfinite) {
     uint32_t special = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t b = f32_bits(x[i]) & 0x7FFFFFFFu;
+        uint32_t b = f32_bits(LP_LOAD(float, x + i)) & 0x7FFFFFFFu;
         special |= b >= 0x7F800000u;
         high[i] = b > high[i] ? b : high[i];
     }
@@ -161,13 +171,14 @@ static int int8_rows(const Source *src, Py_ssize_t channels, Py_ssize_t inner, i
     for (Py_ssize_t c = 0; c < channels && !nonfinite; c++) {
         if (inner <= ROW_BUFFER) {
             const float *x = load(src, c * inner, inner, scratch);
-            scale[c] = scale_of(abs_max(x, inner, &nonfinite), 127.0f);
-            if (!nonfinite) round_run(x, inner, scale[c], -127.0f, 127.0f, q + c * inner);
+            float s = scale_of(abs_max(x, inner, &nonfinite), 127.0f);
+            LP_STORE(float, scale + c, s);
+            if (!nonfinite) round_run(x, inner, s, -127.0f, 127.0f, q + c * inner);
             continue;
         }
-        scale[c] = scale_of(bits_f32(run_max(src, c * inner, inner, scratch, &nonfinite)),
-                            127.0f);
-        if (!nonfinite) int8_run(src, c * inner, inner, scale[c], q, scratch);
+        float s = scale_of(bits_f32(run_max(src, c * inner, inner, scratch, &nonfinite)), 127.0f);
+        LP_STORE(float, scale + c, s);
+        if (!nonfinite) int8_run(src, c * inner, inner, s, q, scratch);
     }
     return nonfinite;
 }
@@ -184,7 +195,9 @@ static int int8_columns(const Source *src, Py_ssize_t outer, Py_ssize_t channels
             max_into(load(src, o * channels + at, k, scratch), k, amax + at, &nonfinite);
         }
     }
-    for (Py_ssize_t c = 0; c < channels; c++) scale[c] = scale_of(bits_f32(amax[c]), 127.0f);
+    for (Py_ssize_t c = 0; c < channels; c++) {
+        LP_STORE(float, scale + c, scale_of(bits_f32(amax[c]), 127.0f));
+    }
     for (Py_ssize_t o = 0; o < outer && !nonfinite; o++) {
         for (Py_ssize_t at = 0; at < channels; at += RUN) {
             Py_ssize_t k = channels - at < RUN ? channels - at : RUN;
@@ -208,10 +221,13 @@ static int int8_blocks(const Source *src, Py_ssize_t outer, Py_ssize_t channels,
             amax[c] = h > amax[c] ? h : amax[c];
         }
     }
-    for (Py_ssize_t c = 0; c < channels; c++) scale[c] = scale_of(bits_f32(amax[c]), 127.0f);
+    for (Py_ssize_t c = 0; c < channels; c++) {
+        LP_STORE(float, scale + c, scale_of(bits_f32(amax[c]), 127.0f));
+    }
     for (Py_ssize_t o = 0; o < outer && !nonfinite; o++) {
         for (Py_ssize_t c = 0; c < channels; c++) {
-            int8_run(src, (o * channels + c) * inner, inner, scale[c], q, scratch);
+            float s = LP_LOAD(float, scale + c);
+            int8_run(src, (o * channels + c) * inner, inner, s, q, scratch);
         }
     }
     return nonfinite;
@@ -242,8 +258,9 @@ static int int4_row(const float *row, Py_ssize_t k, Py_ssize_t group, float *sca
                     int8_t *codes, uint8_t *out) {
     int nonfinite = 0;
     for (Py_ssize_t g = 0; g < k / group; g++) {
-        scale[g] = scale_of(abs_max(row + g * group, group, &nonfinite), 7.0f);
-        round_run(row + g * group, group, scale[g], -8.0f, 7.0f, codes + g * group);
+        float s = scale_of(abs_max(row + g * group, group, &nonfinite), 7.0f);
+        LP_STORE(float, scale + g, s);
+        round_run(row + g * group, group, s, -8.0f, 7.0f, codes + g * group);
     }
     pack_nibbles(codes, out, k / 2);
     return nonfinite;
