@@ -27,6 +27,7 @@ import numpy as np
 
 from benchmarks.rss import measure
 from lazyparams.engine import convert, format_bytes, parse_size
+from lazyparams.engine.process import tune_process_for_conversion
 from lazyparams.io import TensorInfo, open_sink
 
 RECIPES = ("cast:float16", "quantize-int8", "quantize-int4", "fuse-qkv+cast:float16")
@@ -51,7 +52,8 @@ def write_source(path: Path, size: int) -> Path:
 
 def convert_once(spec: str, src: str, dst: str, budget: int | None) -> None:
     """The measured call (in a child): convert, and leave the report's numbers beside `dst`."""
-    report = convert(spec, src, dst, budget=budget, progress=False)
+    with tune_process_for_conversion():  # as the command runs it
+        report = convert(spec, src, dst, budget=budget, progress=False)
     numbers = {
         "predicted": report.predicted_peak_bytes,
         "measured": report.measured_peak_bytes,

@@ -55,9 +55,11 @@ def timed_run(self):
 threading.Thread.run = timed_run
 
 import lazyparams
+from lazyparams.engine.process import tune_process_for_conversion
 recipe, src, dst, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 start = sched()
-lazyparams.convert(recipe, src, dst, workers=workers, progress=False)
+with tune_process_for_conversion():  # as the command runs it
+    lazyparams.convert(recipe, src, dst, workers=workers, progress=False)
 keep("MainThread", start)
 print(json.dumps(threads))
 """

@@ -39,6 +39,7 @@ from benchmarks.real_layout import make_checkpoint as make_real_checkpoint
 from benchmarks.workloads import FUNC_NAME, llama_like
 from lazyparams import convert, plan
 from lazyparams.analysis import estimate_peak_memory, weight_struct_info
+from lazyparams.engine.process import tune_process_for_conversion
 from lazyparams.ir import Function
 from lazyparams.transform import LazyTransformParams
 
@@ -101,7 +102,8 @@ class Workload:
 
 def run_lazyparams(src: str, dst: str, workers: int) -> None:
     """The lazyparams child: convert `src` into `dst/model.safetensors` with `workers`."""
-    convert(RECIPE, src, Path(dst) / "model.safetensors", workers=workers, progress=False)
+    with tune_process_for_conversion():  # as the command runs it
+        convert(RECIPE, src, Path(dst) / "model.safetensors", workers=workers, progress=False)
 
 
 # Running ---------------------------------------------------------------------------------------

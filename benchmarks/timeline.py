@@ -22,6 +22,7 @@ from typing import Any
 
 from benchmarks import rss
 from lazyparams import convert
+from lazyparams.engine.process import tune_process_for_conversion
 from lazyparams.engine.resident import current_rss
 from lazyparams.io import CheckpointSource, open_source
 from lazyparams.ir import Call, ExternFunc, Function
@@ -118,7 +119,8 @@ def _record_lazyparams(src: str, dst: str, workers: int, clock: Callable[[], flo
     with open_source(src) as opened:
         source = TimedSource(opened, clock)
         target = Path(dst) / "model.safetensors"
-        report = convert(RECIPE, source, target, workers=workers, progress=False)
+        with tune_process_for_conversion():  # as the command runs it
+            report = convert(RECIPE, source, target, workers=workers, progress=False)
     the_plan = report.plan
     return {
         "loads": source.loads,
