@@ -28,16 +28,24 @@ _HEAD_DIM = 64
 
 def write_model_files(folder: Path, shape: LlamaShape) -> None:
     """Write config.json and tokenizer.json for the demo checkpoint in `folder`."""
+    tokens = 256 + len(MERGES) + len(SPECIALS)
+    if shape.vocab < tokens:
+        raise ConvertError(
+            f"demo: a vocabulary of {shape.vocab} has no room for the tokenizer's "
+            f"{tokens} tokens; expected at least that many"
+        )
+    _write_json(folder / "config.json", llama_config(shape))
+    write_byte_tokenizer(folder)
+
+
+def write_byte_tokenizer(folder: Path) -> int:
+    """Write the byte-level BPE tokenizer.json (pre-tokenizer `DEMO_PRE`) into `folder` and
+    return how many tokens it has: a config's vocab_size must be at least that."""
     vocab = _byte_vocab()
     for left, right in MERGES:
         vocab[left + right] = len(vocab)
-    if shape.vocab < len(vocab) + len(SPECIALS):
-        raise ConvertError(
-            f"demo: a vocabulary of {shape.vocab} has no room for the tokenizer's "
-            f"{len(vocab) + len(SPECIALS)} tokens; expected at least that many"
-        )
-    _write_json(folder / "config.json", llama_config(shape))
     _write_json(folder / "tokenizer.json", _tokenizer(vocab))
+    return len(vocab) + len(SPECIALS)
 
 
 def llama_config(shape: LlamaShape) -> dict[str, Any]:

@@ -16,7 +16,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hf_fixtures import SHAPES, config_of, random_weights, write_checkpoint, write_model
 
 import lazyparams
+from lazyparams.engine.demo_model import DEMO_PRE, write_byte_tokenizer
 from lazyparams.errors import LazyParamsError
+from lazyparams.targets.llamacpp.target import GGUFTarget
 
 
 def _permuted(w: np.ndarray, heads: int) -> np.ndarray:
@@ -122,9 +124,12 @@ def test_auto_type_follows_the_first_matrix(tmp_path: Path) -> None:
     shape = SHAPES["llama"]
     weights = {n: w.astype(np.float16) for n, w in random_weights(shape).items()}
     folder = write_checkpoint(tmp_path / "f16", weights, config_of(shape))
-    plan = lazyparams.plan("gguf", folder)
+    write_byte_tokenizer(folder)  # a plan checks the tokenizer, as a conversion does
+    plan = lazyparams.plan(GGUFTarget(pre=DEMO_PRE), folder)
     assert dict(plan.target)["output type"] == "f16 (general.file_type 1)"
-    bf16 = lazyparams.plan("gguf", write_model(tmp_path / "bf16", "llama"))
+    bf16_folder = write_model(tmp_path / "bf16", "llama")
+    write_byte_tokenizer(bf16_folder)
+    bf16 = lazyparams.plan(GGUFTarget(pre=DEMO_PRE), bf16_folder)
     assert dict(bf16.target)["output type"] == "bf16 (general.file_type 32)"
 
 
@@ -133,7 +138,8 @@ def test_plan_shows_groups_before_reading_data(tmp_path: Path) -> None:
     for shard in folder.glob("*.safetensors"):
         header = shard.read_bytes()[: 8 + int.from_bytes(shard.read_bytes()[:8], "little")]
         shard.write_bytes(header + b"\0" * (shard.stat().st_size - len(header)))
-    plan = lazyparams.plan("gguf:f16", folder)
+    write_byte_tokenizer(folder)
+    plan = lazyparams.plan(GGUFTarget("f16", pre=DEMO_PRE), folder)
     rows = dict(plan.target)
     assert rows["blk.*.attn_q.weight"] == "float16 x2"
     assert rows["blk.*.attn_norm.weight"] == "float32 x2"
