@@ -7,10 +7,13 @@ import errno
 import io
 import json
 import zipfile
+from pathlib import Path
 
 import pytest
 
+from lazyparams.errors import CheckpointError
 from lazyparams.io.limits import short_repr
+from lazyparams.io.model_config import read_config
 from lazyparams.io.reasons import (
     json_reason,
     os_reason,
@@ -60,3 +63,23 @@ def test_short_repr_shows_objects_by_type_never_by_address() -> None:
     shown = short_repr(("storage", print, object(), {"k": [1, 2.5]}), 200)
     assert shown == "('storage', <builtin_function_or_method>, <object>, {'k': [1, 2.5]})"
     assert short_repr(tuple(range(10_000))).endswith("...")
+
+
+@pytest.mark.parametrize(
+    ("data", "pattern"),
+    [
+        (b'{"hidden_size": 64,', r"expected a key in double quotes at byte 19 \(line 1"),
+        (b'{"name": "\xff"}', r"not UTF-8 text: byte 10 \(0xff\) is not valid there in UTF-8"),
+        (b"[" * 100_000, r"it nests too deep"),
+    ],
+    ids=["truncated", "not_utf8", "deep"],
+)
+def test_a_config_that_is_no_json_is_refused_in_our_words(
+    tmp_path: Path, data: bytes, pattern: str
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(data)
+    with pytest.raises(
+        CheckpointError, match=rf"config\.json: not a readable JSON file: {pattern}"
+    ):
+        read_config(path)
