@@ -17,7 +17,15 @@ from typing import Any
 
 from lazyparams.engine.compile import function_of, names_of, output_infos, trace_transform
 from lazyparams.engine.grouping import Unit, find_units, unit_module
-from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
+from lazyparams.engine.plan import (
+    Plan,
+    Source,
+    Spec,
+    build_plan,
+    check_target_output,
+    check_workers,
+    opened,
+)
 from lazyparams.engine.sizes import format_bytes, size_or_none
 from lazyparams.engine.specs import resolve_spec
 from lazyparams.errors import BudgetError, ConvertError
@@ -202,11 +210,13 @@ def partition(
     """The partitioned plan of converting `src` with `transform` for `workers` machines.
 
     `part_size` (bytes written per part) defaults to `shard_size`, else to a size giving
-    `PARTS_PER_WORKER` parts per worker. `budget` is per worker. No tensor data is read.
+    `PARTS_PER_WORKER` parts per worker. `budget` is per worker. No tensor data is read; a
+    target's output is checked as `plan` checks it.
     """
     with collection_paused(), opened(src) as source:
         resolved = resolve_spec(transform, source, src)
         traced = trace_transform(resolved.fn, source)
+        check_target_output(resolved, output_infos(traced))  # what convert would refuse
         return build_partition(
             traced,
             source,

@@ -85,3 +85,11 @@ def test_a_plan_that_succeeds_converts(tmp_path: Path, bpe: tuple[Path, int]) ->
     the_plan = lazyparams.plan(spec, folder)
     report = lazyparams.convert(spec, folder, tmp_path / "out.gguf", progress=False)
     assert report.plan.outputs == the_plan.outputs
+
+
+def test_the_partitioned_plan_refuses_it_too(tmp_path: Path) -> None:
+    from lazyparams.engine.partition import partition
+
+    folder = _model(tmp_path, None)
+    with pytest.raises(LazyParamsError, match="tokenizer.json: not found"):
+        partition("gguf", folder, workers=2)
