@@ -53,6 +53,7 @@ def test_version_and_help_import_no_heavy_library() -> None:
     assert [name for name in HEAVY if name in result["modules"]] == []
     assert [name for name in result["all"] if name.startswith("lazyparams.")] == [
         "lazyparams.cli",
+        "lazyparams.cli.kernels",  # --version names the loops in use, without the runtime
         "lazyparams.cli.options",
         "lazyparams.errors",
     ]

@@ -119,6 +119,7 @@ def test_plan_prints_the_partition_for_cluster_workers(source: Path, tmp_path: P
 NO_DASK = """
 import sys
 import lazyparams
+import lazyparams.engine.partition
 lazyparams.convert("cast:float16", sys.argv[1], sys.argv[2], progress=False)
 lazyparams.engine.partition.partition("cast:float16", sys.argv[1], workers=4)
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed")))
