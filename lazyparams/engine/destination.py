@@ -43,6 +43,7 @@ from lazyparams.io import (
 from lazyparams.io.gguf_format import check_gguf_dtypes
 from lazyparams.io.numpy_sink import refuse_block_types
 from lazyparams.io.output_names import check_output_names
+from lazyparams.io.source_formats import source_files
 
 SAFETENSORS = "safetensors"
 GGUF = "gguf"
@@ -264,7 +265,7 @@ def job_description(
         "version": JOB_VERSION,
         "transform": _digest(transform_text),
         "source": _digest(inputs),
-        SOURCE_FILES: fingerprints(_source_files(source), verify),
+        SOURCE_FILES: fingerprints(source_files(source), verify),
         "outputs": _digest([(i.name, i.shape, i.dtype) for i in outputs]),
         "format": dst.format,
         "shard_size": dst.shard_size,
@@ -274,19 +275,6 @@ def job_description(
 def _digest(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _source_files(source: Any) -> list[Path]:
-    """The files a source reads, so that an edited source is noticed."""
-    raw = getattr(source, "path", None)
-    if not isinstance(raw, str) or not os.path.exists(raw):
-        return []
-    path = Path(raw)
-    if path.is_dir():
-        return [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
-    shards = sorted(set(getattr(source, "weight_map", {}).values()))
-    files = dict.fromkeys([path, *(path.parent / name for name in shards)])  # once each
-    return [p for p in files if p.exists()]
 
 
 def source_header_metadata(source: Any) -> dict[str, str] | None:

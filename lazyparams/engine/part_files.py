@@ -19,6 +19,7 @@ from lazyparams.errors import CheckpointError
 from lazyparams.io import CheckpointSource, SafetensorsSource, TensorInfo, check_declared
 from lazyparams.io.filemap import write_array_at
 from lazyparams.io.partial import rows_offset
+from lazyparams.io.source_formats import source_files
 from lazyparams.ir import IRModule
 
 _SYNC = getattr(os, "fdatasync", os.fsync)
@@ -104,18 +105,6 @@ def partial_work(dst: Path) -> Path | None:
         if work.exists():
             return work
     return None
-
-
-def source_files(source: CheckpointSource) -> list[Path]:
-    """The files a source reads (a folder's files, or a file and the shards it names)."""
-    raw = getattr(source, "path", None)
-    if not isinstance(raw, str) or not os.path.exists(raw):
-        return []
-    path = Path(raw).absolute()
-    if path.is_dir():
-        return [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith(".")]
-    shards = sorted(set(getattr(source, "weight_map", {}).values()))
-    return [path, *(path.parent / name for name in shards)]
 
 
 __all__ = [

@@ -6,9 +6,7 @@ io layer only, each format's module when a path of that format is opened.
 
 from __future__ import annotations
 
-import importlib
 import os
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,34 +14,17 @@ from typing import Any
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import CheckpointSink, CheckpointSource, TensorInfo, open_binary
 from lazyparams.io.limits import inside_folder
-from lazyparams.io.reasons import os_reason, zip_directory_reason
+from lazyparams.io.reasons import os_reason
+from lazyparams.io.source_formats import (
+    SNIFF_BYTES,
+    SOURCE_FORMATS,
+    SourceFormat,
+    file_suffixes,
+    format_list,
+    format_of_suffix,
+    sniff_format,
+)
 
-Opener = Callable[[Path], CheckpointSource]
-
-
-def _opener(module: str, name: str) -> Opener:
-    """The opener `name` of io module `module`, imported on first call: a command loads only
-    the formats it opens (gguf's and torch's libraries cost more than the rest of a plan)."""
-
-    def open_path(path: Path) -> CheckpointSource:
-        found: Opener = getattr(importlib.import_module(f"lazyparams.io.{module}"), name)
-        return found(path)
-
-    return open_path
-
-
-_safetensors = _opener("safetensors_source", "SafetensorsSource")
-_torch = _opener("torch_source", "TorchSource")
-_npz = _opener("numpy_source", "NpzSource")
-_gguf = _opener("gguf_split_source", "open_gguf")
-_BY_SUFFIX: dict[str, Opener] = {
-    ".safetensors": _safetensors,
-    ".gguf": _gguf,
-    ".bin": _torch,
-    ".pt": _torch,
-    ".pth": _torch,
-    ".npz": _npz,
-}
 SINK_FORMATS = ("safetensors", "npz", "npy", "gguf")
 _SINK_SUFFIXES = {".safetensors": "safetensors", ".npz": "npz", ".gguf": "gguf"}
 
@@ -53,10 +34,11 @@ def open_source(
 ) -> CheckpointSource:
     """Open a checkpoint file or folder, detecting its format.
 
-    A folder is read through its `*.index.json` if it has one (safetensors first), else its single
-    .safetensors / .gguf / .bin / .pt / .pth / .npz file (or the parts of one split GGUF), else
-    its .npy files. A part of a split GGUF opens the whole set. The files a folder or an index
-    leads to must resolve inside that folder, symlinks included, unless `allow_outside_links`.
+    A folder is read through its `*.index.json` if it has one (safetensors first), else through
+    the first format of `SOURCE_FORMATS` it holds files of: its single file of that format (or
+    the parts of one split GGUF), or a folder format's files (.npy). A part of a split GGUF
+    opens the whole set. The files a folder or an index leads to must resolve inside that
+    folder (or its Hugging Face cache entry), symlinks included, unless `allow_outside_links`.
     """
     target = Path(path)
     if _is_dir(target):
@@ -75,14 +57,14 @@ def open_index(index: Path, allow_outside_links: bool = False) -> CheckpointSour
     return ShardedSource(index, shard_opener(index), allow_outside_links=allow_outside_links)
 
 
-def shard_opener(index: Path) -> Opener:
+def shard_opener(index: Path) -> Callable[[Path], CheckpointSource]:
     """How the shards of `index` open: as files of the kind its name says
     (`model.safetensors.index.json`: safetensors), never as an index or a folder, so an index
     naming itself or another index is refused instead of recursing."""
     kind = Path(index.name.removesuffix(".index.json")).suffix
 
     def open_shard(shard: Path) -> CheckpointSource:
-        if kind in _BY_SUFFIX and shard.suffix != kind:
+        if format_of_suffix(kind) is not None and shard.suffix != kind:
             raise CheckpointError(
                 f"{index}: shard {shard.name!r} is not a {kind} file; expected the {kind} "
                 "shards the index's name promises"
@@ -111,29 +93,46 @@ def _open_file(target: Path) -> CheckpointSource:
         raise CheckpointError(f"{target}: is an index, not a weights file")
     if not target.is_file():  # a FIFO or a device would block or never end
         raise CheckpointError(f"{target}: not a regular file; expected a checkpoint file")
-    return (_BY_SUFFIX.get(target.suffix) or _sniff(target))(target)
+    entry = format_of_suffix(target.suffix) or _sniff(target)
+    assert entry.opener is not None  # only formats of single files are found by name or bytes
+    source: CheckpointSource = entry.load(entry.opener)(target)
+    return source
 
 
 def _open_folder(folder: Path, allow_outside: bool) -> CheckpointSource:
     indexes = sorted(folder.glob("*.index.json"), key=lambda p: (".safetensors." not in p.name, p))
     if indexes:
         return open_index(_inside(folder, indexes[0], allow_outside), allow_outside)
-    for suffix in _BY_SUFFIX:
-        files = [_inside(folder, f, allow_outside) for f in sorted(folder.glob(f"*{suffix}"))]
-        if len(files) > 1 and suffix == ".gguf":
-            from lazyparams.io.gguf_split_source import open_gguf_folder
+    for entry in SOURCE_FORMATS.values():
+        found = _open_format(folder, entry, allow_outside)
+        if found is not None:
+            return found
+    raise CheckpointError(
+        f"{folder}: no checkpoint found; expected an index (*.index.json) or the files of one "
+        f"format: {format_list()}"
+    )
 
-            return open_gguf_folder(folder, files)
-        if len(files) > 1:
-            names = ", ".join(f.name for f in files[:4])
-            raise CheckpointError(f"{folder}: several {suffix} files ({names}) and no index")
-        if files:
-            return _open_file(files[0])
-    if any(folder.rglob("*.npy")):
-        from lazyparams.io.numpy_source import NpyFolderSource
 
-        return NpyFolderSource(folder, allow_outside_links=allow_outside)
-    raise CheckpointError(f"{folder}: no checkpoint found (no index, weights file or .npy files)")
+def _open_format(folder: Path, entry: SourceFormat, allow_outside: bool) -> CheckpointSource | None:
+    """The checkpoint `folder` holds in the format of `entry`, or None when it holds none."""
+    if entry.tree is not None:
+        if not any(any(folder.rglob(f"*{suffix}")) for suffix in entry.suffixes):
+            return None
+        opened: CheckpointSource = entry.load(entry.tree)(folder, allow_outside_links=allow_outside)
+        return opened
+    files = [
+        _inside(folder, f, allow_outside)
+        for suffix in entry.suffixes
+        for f in sorted(folder.glob(f"*{suffix}"))
+    ]
+    if len(files) > 1 and entry.several is not None:
+        opened = entry.load(entry.several)(folder, files)
+        return opened
+    if len(files) > 1:
+        names = ", ".join(f.name for f in files[:4])
+        kinds = " / ".join(dict.fromkeys(f.suffix for f in files))
+        raise CheckpointError(f"{folder}: several {kinds} files ({names}) and no index")
+    return _open_file(files[0]) if files else None
 
 
 def _inside(folder: Path, found: Path, allow_outside: bool) -> Path:
@@ -145,33 +144,20 @@ def _inside(folder: Path, found: Path, allow_outside: bool) -> Path:
     return path
 
 
-def _sniff(path: Path) -> Opener:
+def _sniff(path: Path) -> SourceFormat:
     """Guess a file's format from its first bytes when its extension says nothing."""
     with open_binary(str(path)) as fp:
         try:
-            head = fp.read(9)
+            head = fp.read(SNIFF_BYTES)
         except OSError as err:
             raise CheckpointError(f"{path}: cannot read: {os_reason(err)}") from None
-    if head.startswith(b"GGUF"):
-        return _gguf
-    if head.startswith(b"PK\x03\x04"):
-        return _torch if _is_torch_zip(path) else _npz
-    if len(head) == 9 and head[8:9] == b"{":
-        return _safetensors
-    raise CheckpointError(
-        f"{path}: cannot tell the checkpoint format (expected .safetensors, .gguf, .bin, .pt, "
-        ".pth, .npz, an index .json or a folder)"
-    )
-
-
-def _is_torch_zip(path: Path) -> bool:
-    """Whether the zip archive at `path` holds a torch `data.pkl` (else it is taken as npz)."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return any(n.rsplit("/", 1)[-1] == "data.pkl" for n in archive.namelist())
-    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as err:
-        reason = zip_directory_reason(err)
-        raise CheckpointError(f"{path}: not a readable zip archive: {reason}") from None
+    entry = sniff_format(head, path)
+    if entry is None:
+        raise CheckpointError(
+            f"{path}: cannot tell the checkpoint format (expected {', '.join(file_suffixes())}, "
+            "an index .json or a folder)"
+        )
+    return entry
 
 
 def open_sink(
