@@ -82,18 +82,39 @@ def load_json(data: bytes | str, where: str, what: str = "JSON") -> Any:
 
 
 def inside_folder(folder: Path, relative: str, where: str, allow_outside: bool = False) -> Path:
-    """`folder / relative`, refused when it resolves (symlinks included) outside `folder`."""
+    """`folder / relative`, refused when it resolves (symlinks included) outside `folder`, or,
+    for a snapshot of a Hugging Face cache, outside the cache entry (see `link_root`)."""
     candidate = folder / relative
     if allow_outside:
         return candidate
-    root = Path(os.path.realpath(folder))
+    root, what = link_root(folder)
     resolved = Path(os.path.realpath(candidate))
     if resolved != root and root not in resolved.parents:
         raise CheckpointError(
-            f"{where}: {relative!r} resolves to {resolved}, outside the checkpoint folder {root} "
+            f"{where}: {relative!r} resolves to {resolved}, outside the {what} {root} "
             "(pass --allow-outside-links to follow links out of the folder)"
         )
     return candidate
+
+
+def link_root(folder: Path) -> tuple[Path, str]:
+    """The real folder that links found in `folder` may resolve into, and what to call it.
+
+    That is `folder` itself, unless it lies in a snapshot of a Hugging Face cache entry
+    (`models--ORG--NAME/snapshots/REV/...`, whose files link into `../../blobs/`): then it is
+    the entry, the `models--*` folder holding both `snapshots/` and `blobs/`.
+    """
+    real = Path(os.path.realpath(folder))
+    for snapshot in (real, *real.parents):
+        entry = snapshot.parent.parent
+        if snapshot.parent.name == "snapshots" and _is_cache_entry(entry):
+            return entry, "Hugging Face cache entry"
+    return real, "checkpoint folder"
+
+
+def _is_cache_entry(folder: Path) -> bool:
+    prefixes = ("models--", "datasets--", "spaces--")
+    return folder.name.startswith(prefixes) and (folder / "blobs").is_dir()
 
 
 def _may_hold_long_int(data: bytes | str, text: str) -> bool:
