@@ -21,6 +21,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from lazyparams.block_types import BLOCK_TYPES
 from lazyparams.runtime import native
 
 pytestmark = pytest.mark.skipif(
@@ -461,3 +462,70 @@ def test_an_empty_transpose_of_many_rows_returns_at_once(large: bool) -> None:
     assert time.perf_counter() - start < 0.5
     with pytest.raises(ValueError, match="conversion kind"):
         native._module().transpose2d(src, dst, large, "float16")
+
+
+# Misaligned buffers given to the quantizers ----------------------------------------------------
+
+
+def _shifted(array: np.ndarray, by: int) -> np.ndarray:
+    """A writable copy of `array` whose data starts `by` bytes past an aligned address."""
+    raw = np.zeros(array.nbytes + 16, np.uint8)
+    start = -raw.ctypes.data % 16 + by
+    view = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+    view[...] = array
+    return view
+
+
+def _quantizer_calls() -> Iterator[tuple[str, Callable[[int], bytes]]]:
+    """(name, run at a byte shift -> the output's bytes) for every compiled quantizer and
+    dequantizer, called directly: the wrappers take aligned buffers only, the C any."""
+    module = native._module()
+    weights = np.random.default_rng(3).normal(0, 0.02, (4, 512)).astype(np.float32)
+    for kind in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0"):
+        size = BLOCK_TYPES[kind].type_size
+
+        def legacy(by: int, kind: str = kind, size: int = size) -> bytes:
+            x, out = _shifted(weights, by), _shifted(np.zeros((4, 16 * size), np.uint8), by)
+            assert module.quantize_legacy(kind, x.reshape(-1), out.reshape(-1), "") == -1
+            back = _shifted(np.zeros(weights.shape, np.float32), by)
+            assert module.dequantize_legacy(kind, out.reshape(-1), back.reshape(-1))
+            return out.tobytes() + back.tobytes()
+
+        yield kind, legacy
+    for kind in ("q2_k", "q3_k", "q4_k", "q5_k", "q6_k"):
+        size = BLOCK_TYPES[kind].type_size
+
+        def k_quant(by: int, kind: str = kind, size: int = size) -> bytes:
+            x, out = _shifted(weights, by), _shifted(np.zeros((4, 2 * size), np.uint8), by)
+            assert module.quantize_gguf_k(kind, x, out)
+            back = _shifted(np.zeros(weights.shape, np.float32), by)
+            module.dequantize_gguf_k(kind, out, back)
+            return out.tobytes() + back.tobytes()
+
+        yield kind, k_quant
+
+    def int8(by: int) -> bytes:
+        x = _shifted(weights.reshape(1, 4, 512), by)
+        q, scale = _shifted(np.zeros((1, 4, 512), np.int8), by), np.zeros(4, np.float32)
+        assert module.quantize_int8(x.view(np.uint32), "float32", None, 1, 4, 512, q, scale)
+        return q.tobytes() + scale.tobytes()
+
+    def int4(by: int) -> bytes:
+        x = _shifted(weights, by)
+        packed, scale = _shifted(np.zeros((4, 256), np.uint8), by), np.zeros((4, 16), np.float32)
+        assert module.quantize_int4(x.view(np.uint32), "float32", None, 4, 512, 32, packed, scale)
+        return packed.tobytes() + scale.tobytes()
+
+    yield "int8", int8
+    yield "int4", int4
+
+
+QUANTIZER_CALLS = dict(_quantizer_calls()) if native.available() else {}
+
+
+@pytest.mark.parametrize("name", list(QUANTIZER_CALLS))
+def test_quantizers_give_the_same_bytes_at_any_address(name: str) -> None:
+    run = QUANTIZER_CALLS[name]
+    aligned = run(0)
+    for by in (1, 2, 3):
+        assert run(by) == aligned, (name, by)
