@@ -16,15 +16,17 @@ from lazyparams.errors import LazyParamsError
 
 
 def _spec_help() -> str:
-    from lazyparams.engine.recipes import RECIPE_NAMES
-
     return (
-        "a Python file defining transform(params), or built-in recipes joined with '+': "
-        f"{', '.join(RECIPE_NAMES)} (e.g. fuse-qkv+cast:float16, quantize-int4:64); or, alone, "
-        "gguf[:TYPE]: a Hugging Face model folder to the GGUF file llama.cpp loads (TYPE: f32, "
-        "f16, bf16, q8_0, auto (the default: bf16 or f16 as the checkpoint), or a "
-        "llama-quantize type such as Q4_K_M)"
+        "a Python file defining transform(params), or built-in recipes joined with '+' "
+        "(listed below), e.g. fuse-qkv+cast:float16 or quantize-int4:64; a target recipe "
+        "such as gguf[:TYPE] stands alone"
     )
+
+
+def _recipes_epilog() -> str:
+    from lazyparams.engine.recipe_registry import recipe_help
+
+    return f"recipes:\n{recipe_help()}"
 
 
 # Arguments -----------------------------------------------------------------------------------
@@ -94,6 +96,8 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 
 def _spec_and_source(command: argparse.ArgumentParser) -> None:
+    command.epilog = _recipes_epilog()
+    command.formatter_class = argparse.RawDescriptionHelpFormatter  # keeps a line per recipe
     command.add_argument("spec", metavar="SPEC", help=_spec_help())
     command.add_argument("src", metavar="SRC", help="the checkpoint to read (file or folder)")
     command.add_argument(

@@ -1,9 +1,10 @@
-"""Built-in transform recipes and the SPEC resolver of `plan`, `convert` and the CLI.
+"""The built-in recipes, each registered by one entry in `BUILT_IN`, and the SPEC resolver.
 
 A recipe maps a read-only mapping of traced tensors to a dict of outputs. Recipes compose with
-`+` (`fuse-qkv+cast:float16`): each one sees the outputs of the one before, and the layout
-facts they establish (which linear weights are now stored (in, out)). A SPEC is a recipe
-expression or a Python file defining `transform(params)`. Imports the frontend only.
+`+` (`fuse-qkv+cast:float16`, see engine.recipe_registry): each one sees the outputs of the one
+before, and the layout facts they establish (which linear weights are now stored (in, out)).
+A SPEC is a recipe expression or a Python file defining `transform(params)`. Imports the
+frontend, and targets for the `gguf` recipe.
 """
 
 from __future__ import annotations
@@ -13,18 +14,23 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from lazyparams.engine.recipe_registry import (
+    RECIPES,
+    RecipeEntry,
+    Weights,
+    register_recipe,
+)
+from lazyparams.engine.recipe_registry import recipe as recipe
 from lazyparams.errors import ConvertError
 from lazyparams.frontend import ops
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.ir import IRModule
 from lazyparams.ir.dtype import is_block
 from lazyparams.targets.llamacpp.outtype import SHORT_DTYPES
-
-Recipe = Callable[[Mapping[str, Tensor]], dict[str, Any]]
 
 # (fused name, member names) per attention/MLP group, Hugging Face llama and BERT spellings.
 _FUSE_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -43,14 +49,6 @@ CAST_DTYPES: dict[str, str] = {
     "float8_e5m2": "float8_e5m2",
 }
 """Targets of `cast:<dtype>`; `float8` means float8_e4m3fn."""
-
-
-@dataclass(frozen=True, slots=True)
-class Weights:
-    """What flows between composed recipes: the tensors, and which are stored (in, out)."""
-
-    tensors: dict[str, Any]
-    in_out: frozenset[str] = frozenset()
 
 
 # Recipes -----------------------------------------------------------------------------------
@@ -198,9 +196,7 @@ def _cast_target(dtype: str) -> str:
     return CAST_DTYPES[dtype]
 
 
-# Expressions -------------------------------------------------------------------------------
-
-Step = Callable[[Weights], Weights]
+# Registration ------------------------------------------------------------------------------
 
 
 def _group_size(text: str) -> int:
@@ -216,59 +212,54 @@ def _cast_argument(text: str) -> str:
     return CAST_DTYPES[name]
 
 
-_STEPS: dict[str, Callable[..., Weights]] = {
-    "fuse-qkv": _fuse_qkv,
-    "quantize-int8": _quantize_int8,
-    "quantize-int4": _quantize_int4,
-    "cast": _cast,
-}
-_ARGUMENT: dict[str, Callable[[str], Any]] = {"quantize-int4": _group_size, "cast": _cast_argument}
-_DEFAULT: dict[str, Any] = {"quantize-int4": 32, "cast": "float16"}
-_USAGE = {"quantize-int4": "quantize-int4[:GROUP]", "cast": "cast[:DTYPE]"}
+def gguf_target(type_name: str | None = None, pre: str | None = None) -> Any:
+    """The `gguf[:TYPE]` recipe; `pre` names the BPE pre-tokenizer where the folder's is new."""
+    from lazyparams.targets.llamacpp.target import DEFAULT_TYPE, GGUFTarget
 
-RECIPE_NAMES: tuple[str, ...] = tuple(_STEPS)
+    return GGUFTarget(type_name or DEFAULT_TYPE, pre)
 
 
-def recipe(expression: str) -> Recipe:
-    """The transform of a recipe expression such as `fuse-qkv+cast:bfloat16`."""
-    steps = [_step(part.strip(), expression) for part in expression.split("+")]
+BUILT_IN = (
+    RecipeEntry(
+        "fuse-qkv",
+        "fuse q/k/v and gate/up (weights, biases); transpose every linear weight to (in, out)",
+        _fuse_qkv,
+    ),
+    RecipeEntry(
+        "quantize-int8",
+        "int8 per output channel of 2-D float weights (not embeddings), plus NAME_scale",
+        _quantize_int8,
+    ),
+    RecipeEntry(
+        "quantize-int4",
+        "int4 in groups along the input dim (default 32), two a byte, plus NAME_scale",
+        _quantize_int4,
+        _group_size,
+        32,
+        "quantize-int4[:GROUP]",
+    ),
+    RecipeEntry(
+        "cast",
+        "cast float tensors to DTYPE (default float16; f16, bf16, float8 too)",
+        _cast,
+        _cast_argument,
+        "float16",
+        "cast[:DTYPE]",
+    ),
+    RecipeEntry(
+        "gguf",
+        "a Hugging Face model folder to llama.cpp's GGUF; TYPE: auto (default), f32, f16, "
+        "bf16, q8_0 or a llama-quantize type such as Q4_K_M",
+        usage="gguf[:TYPE]",
+        output_format="gguf",
+        target=gguf_target,
+    ),
+)
+for _entry in BUILT_IN:
+    register_recipe(_entry)
 
-    def composed(params: Mapping[str, Tensor]) -> dict[str, Any]:
-        weights = Weights(dict(params))
-        for step in steps:
-            weights = step(weights)
-        return weights.tensors
-
-    composed.__name__ = expression
-    composed.__qualname__ = expression
-    return composed
-
-
-def _step(part: str, expression: str) -> Step:
-    name, colon, argument = part.partition(":")
-    if name not in _STEPS:
-        import difflib  # for the refusal only
-
-        close = difflib.get_close_matches(name, RECIPE_NAMES, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        known = ", ".join([*(_USAGE.get(n, n) for n in RECIPE_NAMES), "gguf[:TYPE] (alone)"])
-        raise ConvertError(
-            f"unknown recipe {name!r} in {expression!r}{hint}; expected one of {known}, "
-            "joined with '+', or a .py file defining transform(params)"
-        )
-    step = _STEPS[name]
-    if not colon:
-        default = _DEFAULT.get(name)
-        return step if default is None else lambda weights: step(weights, default)
-    if name not in _ARGUMENT:
-        raise ConvertError(f"recipe {name!r} takes no argument, got {part!r}")
-    try:
-        value = _ARGUMENT[name](argument)
-    except ValueError as err:
-        raise ConvertError(
-            f"recipe {name!r}: bad argument {argument!r} in {expression!r}: {err}"
-        ) from None
-    return lambda weights: step(weights, value)
+RECIPE_NAMES: tuple[str, ...] = tuple(RECIPES)
+"""The built-in recipes' names."""
 
 
 # SPEC --------------------------------------------------------------------------------------

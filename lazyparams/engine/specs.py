@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from lazyparams.engine.model_spec import ModelSpec
+from lazyparams.engine.recipe_registry import recipe_target
+from lazyparams.engine.recipes import gguf_target as gguf_target
 from lazyparams.engine.recipes import load_spec, load_spec_file, spec_name
 from lazyparams.errors import ConvertError
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.io.model_config import ModelFolder
 from lazyparams.ir import IRModule
-
-GGUF_RECIPE = "gguf"
 
 
 @runtime_checkable
@@ -72,13 +72,6 @@ class ResolvedSpec:
         return () if self.describe_fn is None else tuple(self.describe_fn(outputs))
 
 
-def gguf_target(type_name: str | None = None, pre: str | None = None) -> Target:
-    """The `gguf[:TYPE]` recipe; `pre` names the BPE pre-tokenizer where the folder's is new."""
-    from lazyparams.targets.llamacpp.target import DEFAULT_TYPE, GGUFTarget
-
-    return GGUFTarget(type_name or DEFAULT_TYPE, pre)
-
-
 def spec_with_options(spec: str, *, gguf_pre: str | None = None) -> Any:
     """SPEC as the CLI gives it, with the options that belong to one recipe (`--gguf-pre`)."""
     if gguf_pre is None:
@@ -110,19 +103,14 @@ def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
 
 
 def target_of(spec: Any) -> Target | None:
-    """The target SPEC names (a `gguf[:TYPE]` recipe, or a target object), else None."""
+    """The target SPEC names (a target recipe such as `gguf[:TYPE]`, or a target object), else
+    None."""
     if isinstance(spec, Target):
         return spec
     if not isinstance(spec, str) or spec.endswith(".py"):
         return None
-    parts = [part.strip().partition(":") for part in spec.split("+")]
-    if all(name != GGUF_RECIPE for name, _, _ in parts):
-        return None
-    if len(parts) > 1:
-        raise ConvertError(
-            f"recipe 'gguf' writes llama.cpp's layout and composes with nothing; got {spec!r}"
-        )
-    return gguf_target(parts[0][2].strip() or None)
+    found: Target | None = recipe_target(spec)
+    return found
 
 
 def _bind_target(target: Target, folder: ModelFolder, source: CheckpointSource) -> ResolvedSpec:
