@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,30 @@ def _cast_target(dtype: str) -> str:
     return CAST_DTYPES[dtype]
 
 
+def drop(params: Mapping[str, Tensor], patterns: tuple[str, ...]) -> dict[str, Any]:
+    """Leave out every tensor whose name matches one of the glob `patterns`
+    (`*.rotary_emb.inv_freq`); the rest pass through. A dropped tensor is never read."""
+    return _drop(Weights(dict(params)), patterns).tensors
+
+
+def _drop(weights: Weights, patterns: tuple[str, ...]) -> Weights:
+    names = list(weights.tensors)
+    unmatched = [p for p in patterns if not any(fnmatchcase(n, p) for n in names)]
+    if unmatched:
+        raise ConvertError(
+            f"recipe 'drop': pattern {unmatched[0]!r} matches no tensor; expected a glob of "
+            f"tensor names such as {names[0] + '*' if names else '*.inv_freq'!r}"
+        )
+    kept = {
+        name: value
+        for name, value in weights.tensors.items()
+        if not any(fnmatchcase(name, p) for p in patterns)
+    }
+    if not kept:
+        raise ConvertError(f"recipe 'drop': {','.join(patterns)!r} matches every tensor")
+    return Weights(kept, weights.in_out & kept.keys())
+
+
 # Registration ------------------------------------------------------------------------------
 
 
@@ -210,6 +235,13 @@ def _cast_argument(text: str) -> str:
     if name not in CAST_DTYPES:
         raise ValueError(f"expected one of {', '.join([*CAST_DTYPES, *SHORT_DTYPES])}")
     return CAST_DTYPES[name]
+
+
+def _globs(text: str) -> tuple[str, ...]:
+    patterns = tuple(p.strip() for p in text.split(","))
+    if not all(patterns):
+        raise ValueError("expected globs of tensor names joined with ',', e.g. *.inv_freq")
+    return patterns
 
 
 def gguf_target(type_name: str | None = None, pre: str | None = None) -> Any:
@@ -245,6 +277,13 @@ BUILT_IN = (
         _cast_argument,
         "float16",
         "cast[:DTYPE]",
+    ),
+    RecipeEntry(
+        "drop",
+        "leave out the tensors whose names match a glob (*.rotary_emb.inv_freq)",
+        _drop,
+        _globs,
+        usage="drop:GLOB[,GLOB...]",
     ),
     RecipeEntry(
         "gguf",

@@ -118,3 +118,11 @@ def test_source_files_are_a_folders_files_or_a_file_and_its_shards(tmp_path: Pat
     with open_source(npy) as folder:
         assert [p.name for p in source_files(folder)] == ["w.npy"]
     assert source_files(DictSource(w)) == []
+
+
+def test_the_fuzz_campaign_covers_every_registered_format() -> None:
+    from tests.fuzz.cases import MENUS
+    from tests.fuzz.seeds import FORMATS
+
+    missing = [name for name in SOURCE_FORMATS if name not in FORMATS or name not in MENUS]
+    assert missing == [], "add seeds (tests/fuzz/seeds.py) and a mutation menu (cases.py)"
