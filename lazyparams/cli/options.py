@@ -77,6 +77,29 @@ def _command_named(argv: Sequence[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
+_COMMANDS = {
+    "plan": (
+        "predict a conversion's memory",
+        "Show what a conversion reads, writes and holds at its peak, before reading any data; "
+        "exit 1 if the budget cannot hold.",
+    ),
+    "convert": (
+        "convert a checkpoint",
+        "Convert SRC with SPEC into DST in bounded memory. DST appears only when complete.",
+    ),
+    "show": (
+        "print the compiled IR",
+        "Print the transform's IR in script syntax at one stage of compilation.",
+    ),
+    "demo": (
+        "convert a generated llama-like checkpoint",
+        "Make a small llama-like checkpoint in a temporary folder, plan and convert it with a "
+        "built-in recipe, and compare predicted, measured and eager memory.",
+    ),
+}
+"""Each command's one-line help and description."""
+
+
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     """The parser of `argv`: every command, but only the one it runs with its options (their
     help texts import the engine, which `--help` and `--version` do not need)."""
@@ -88,10 +111,10 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     wanted = _command_named(argv)
-    _plan_parser(commands, wanted == "plan")
-    _convert_parser(commands, wanted == "convert")
-    _show_parser(commands, wanted == "show")
-    _demo_parser(commands, wanted == "demo")
+    for name, (summary, description) in _COMMANDS.items():
+        command = commands.add_parser(name, help=summary, description=description)
+        if name == wanted:
+            _OPTIONS[name](command)
     return parser
 
 
@@ -123,16 +146,7 @@ def _memory_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def _plan_parser(commands: Any, full: bool) -> None:
-    command = commands.add_parser(
-        "plan",
-        help="predict a conversion's memory",
-        description="Show what a conversion "
-        "reads, writes and holds at its peak, before reading any data; exit 1 if the budget "
-        "cannot hold.",
-    )
-    if not full:
-        return
+def _plan_options(command: argparse.ArgumentParser) -> None:
     _spec_and_source(command)
     _memory_options(command)
     command.add_argument(
@@ -151,16 +165,7 @@ def _part_size_option(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _convert_parser(commands: Any, full: bool) -> None:
-
-    command = commands.add_parser(
-        "convert",
-        help="convert a checkpoint",
-        description="Convert SRC with SPEC into DST in "
-        "bounded memory. DST appears only when complete.",
-    )
-    if not full:
-        return
+def _convert_options(command: argparse.ArgumentParser) -> None:
     from lazyparams.engine.fingerprint import VERIFY_MODES
     from lazyparams.io.detect import SINK_FORMATS
 
@@ -216,30 +221,14 @@ def _metadata_options(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _show_parser(commands: Any, full: bool) -> None:
-    command = commands.add_parser(
-        "show",
-        help="print the compiled IR",
-        description="Print the transform's IR in script syntax at one stage of compilation.",
-    )
-    if not full:
-        return
+def _show_options(command: argparse.ArgumentParser) -> None:
     from lazyparams.engine.compile import STAGES
 
     _spec_and_source(command)
     command.add_argument("--stage", choices=STAGES, default="lazy", help="default: lazy")
 
 
-def _demo_parser(commands: Any, full: bool) -> None:
-    command = commands.add_parser(
-        "demo",
-        help="convert a generated llama-like checkpoint",
-        description="Make a small "
-        "llama-like checkpoint in a temporary folder, plan and convert it with a built-in "
-        "recipe, and compare predicted, measured and eager memory.",
-    )
-    if not full:
-        return
+def _demo_options(command: argparse.ArgumentParser) -> None:
     from lazyparams.engine.demo import DEMO_RECIPE, LlamaShape
 
     defaults = LlamaShape()
@@ -248,3 +237,12 @@ def _demo_parser(commands: Any, full: bool) -> None:
     command.add_argument("--intermediate", type=_positive, default=defaults.intermediate)
     command.add_argument("--recipe", default=DEMO_RECIPE, help=f"default: {DEMO_RECIPE}")
     command.add_argument("--no-progress", action="store_true", help="draw no progress bars")
+
+
+_OPTIONS = {
+    "plan": _plan_options,
+    "convert": _convert_options,
+    "show": _show_options,
+    "demo": _demo_options,
+}
+"""The options of each command, added only to the one being run."""
