@@ -29,6 +29,22 @@ def _recipes_epilog() -> str:
     return f"recipes:\n{recipe_help()}"
 
 
+def _format_names() -> tuple[str, ...]:
+    from lazyparams.io.output_formats import format_names
+
+    return format_names()
+
+
+def _format_help() -> str:
+    from lazyparams.io.output_formats import DEFAULT, output_formats
+
+    each = "; ".join(
+        f"{f.name}: {f.writes}{' (' + ', '.join(f.suffixes) + ')' if f.suffixes else ''}"
+        for f in output_formats()
+    )
+    return f"output format (default: the one DST's suffix names, else {DEFAULT}). {each}"
+
+
 # Arguments -----------------------------------------------------------------------------------
 
 
@@ -167,16 +183,11 @@ def _part_size_option(command: argparse.ArgumentParser) -> None:
 
 def _convert_options(command: argparse.ArgumentParser) -> None:
     from lazyparams.engine.fingerprint import VERIFY_MODES
-    from lazyparams.io.detect import SINK_FORMATS
 
     _spec_and_source(command)
     command.add_argument("dst", metavar="DST", help="where to write (must not exist)")
     _memory_options(command)
-    command.add_argument(
-        "--format",
-        choices=SINK_FORMATS,
-        help="output format (default: from DST's extension, else safetensors)",
-    )
+    command.add_argument("--format", choices=_format_names(), help=_format_help())
     command.add_argument(
         "--shard-size",
         type=_size,

@@ -1,10 +1,11 @@
 """The output of a cluster run, laid out by the client in DST's work folder before any part.
 
-safetensors output is the engine's own staged checkpoint (so a killed client resumes it, and
-so does a one-machine `--resume`): parts write into its shard files by offset. npz and GGUF
-are built the same way in a staged safetensors file beside DST (`parts_path`), then copied
-tensor by tensor into the format's own staged output by the client, in the order one machine
-writes them, which keeps the result byte-identical. Both are journaled, so a killed client
+A format the engine's shard writer writes (safetensors) is that staged checkpoint (so a
+killed client resumes it, and so does a one-machine `--resume`): parts write into its shard
+files by offset. The others (npz, npy, GGUF, ...) are built the same way in a staged
+safetensors file beside DST (`parts_path`), then copied tensor by tensor into the format's own
+staged output by the client, in the order one machine writes them, which keeps the result
+byte-identical. Both are journaled, so a killed client
 resumes either stage: the parts not yet written, then the copy where it stopped. Imports the
 engine only.
 """
@@ -17,17 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from lazyparams.block_types import BLOCK_TYPES
-from lazyparams.engine.destination import SAFETENSORS, Destination
+from lazyparams.engine.destination import Destination
 from lazyparams.engine.journal import JOB_FILE
 from lazyparams.engine.output import StagedSafetensors, resumable_done
 from lazyparams.engine.part_files import (
     CheckpointSource,
+    Writer,
     copy_into_sink,
     parts_path,
     source_files,
 )
-from lazyparams.engine.partition import Partition, output_order
-from lazyparams.engine.plan import build_plan
+from lazyparams.engine.partition import Partition
 from lazyparams.io import TensorInfo
 
 Expected = dict[str, tuple[int, int] | None]
@@ -92,7 +93,7 @@ def stage_output(
 ) -> Staged:
     """Lay out the output the parts will write into (see the module docstring)."""
     assert target.path is not None
-    if target.format == SAFETENSORS:
+    if target.output_format.writer is Writer.SHARDS:
         output = target.open(job)
         assert isinstance(output, StagedSafetensors)
         return Staged(output, target.resuming)
@@ -101,7 +102,7 @@ def stage_output(
     resume = target.resume and resumable_done(hidden, job) is not None
     parts = StagedSafetensors(hidden, raw, None, job, resume)
     staged = Staged(parts, resume or target.resuming, target, job)
-    staged.order = _one_machine_order(target, partition, source)
+    staged.order = [info.name for info in target.outputs]  # the order every layout declares
     return staged
 
 
@@ -112,16 +113,6 @@ def as_raw_bytes(info: TensorInfo) -> TensorInfo:
     if block is None:
         return info
     return TensorInfo.of(info.name, block.storage_shape(tuple(info.shape)), "uint8")
-
-
-def _one_machine_order(
-    target: Destination, partition: Partition, source: CheckpointSource
-) -> Sequence[str]:
-    """The order one machine hands outputs to the sink: it decides an npz's member order."""
-    if target.format != "npz":
-        return [info.name for info in target.outputs]
-    whole = build_plan(partition.traced, source, spec=partition.spec, budget=partition.budget)
-    return output_order(whole.module)
 
 
 def _stat(path: Path) -> tuple[int, int]:

@@ -19,7 +19,6 @@ import lazyparams.script  # noqa: F401 - the printer: a job is identified by its
 from lazyparams.engine.chunking import row_externs, takes_rows
 from lazyparams.engine.compile import FUNC, function_of, names_of, output_infos, trace_transform
 from lazyparams.engine.destination import (
-    SAFETENSORS,
     Destination,
     destination,
     job_description,
@@ -27,6 +26,7 @@ from lazyparams.engine.destination import (
 )
 from lazyparams.engine.executor import ExecutorReport, find_executor
 from lazyparams.engine.fingerprint import DEFAULT_MODE, check_mode
+from lazyparams.engine.format_choice import choose_format, file_metadata, format_notices
 from lazyparams.engine.journal import keeps_partial
 from lazyparams.engine.output import Output
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
@@ -34,7 +34,7 @@ from lazyparams.engine.progress import Bars, Counter
 from lazyparams.engine.resident import PeakResident, release_freed_memory_promptly
 from lazyparams.engine.sizes import size_or_none
 from lazyparams.engine.slow_loops import slow_loops_notice
-from lazyparams.engine.specs import ResolvedSpec, file_metadata, resolve_spec, target_format
+from lazyparams.engine.specs import ResolvedSpec, resolve_spec
 from lazyparams.errors import ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.io.mapguard import raise_if_source_shrank
@@ -239,9 +239,10 @@ def _plan_and_write(
     )
     the_plan = replace(the_plan, target=resolved.describe(the_plan.outputs))
     the_plan.check_budget()
-    warning = slow_loops_notice(the_plan.function)
-    if warning is not None and notice is not None:
-        notice(warning)
+    warnings = [*prepared.notes, slow_loops_notice(the_plan.function)]
+    for warning in warnings:
+        if warning is not None and notice is not None:
+            notice(warning)
     discarded = target.has_partial and not target.resuming
     return the_plan, discarded, _write(the_plan, source, target, prepared.job, progress)
 
@@ -256,6 +257,8 @@ class Prepared:
     outputs: tuple[TensorInfo, ...]
     target: Destination
     job: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    """Notices about the output (see `format_choice.format_notices`)."""
 
 
 def prepare(
@@ -275,16 +278,17 @@ def prepare(
     resolved = resolve_spec(transform, source, src)
     traced = trace_transform(resolved.fn, source)
     outputs = output_infos(traced)
-    chosen = format or target_format(resolved.output_format, dst)
-    meta = file_metadata(resolved, outputs, metadata, chosen, dst)
+    chosen = choose_format(dst, format, resolved)
+    meta = file_metadata(resolved, outputs, metadata, chosen)
     target = destination(
         dst, outputs, format=chosen, shard_size=shard_size, resume=resume, metadata=meta
     )
-    if target.format == SAFETENSORS and target.path is not None:
+    if target.path is not None:
         target.header_metadata = source_header_metadata(source)
     job = job_description(traced.script(), source, outputs, target, check_mode(verify))
     target.prepare(job)
-    return Prepared(resolved, traced, outputs, target, job)
+    notes = format_notices(source, chosen, resolved, meta)
+    return Prepared(resolved, traced, outputs, target, job, notes)
 
 
 def _on_cluster(

@@ -1,7 +1,8 @@
 """A llama-like checkpoint made on the spot, and the conversion `lazyparams demo` runs on it.
 
 The checkpoint uses Hugging Face llama names (`model.layers.{i}.self_attn.q_proj.weight`, ...)
-and is written tensor by tensor as sharded safetensors, so making it needs one tensor's memory;
+and is written tensor by tensor as sharded safetensors, through the staged writer `convert`
+uses (see `destination.write_tensors`), so making it needs one tensor's memory;
 with its config.json and a byte-level tokenizer (`demo_model`) it is a model folder the `gguf`
 recipes convert.
 Imports `io` and the engine's own modules.
@@ -20,8 +21,9 @@ from numpy.typing import NDArray
 
 from lazyparams.engine.convert import Report, convert
 from lazyparams.engine.demo_model import DEMO_PRE, write_model_files
+from lazyparams.engine.destination import write_tensors
 from lazyparams.engine.specs import gguf_target, target_of
-from lazyparams.io import TensorInfo, open_sink
+from lazyparams.io import TensorInfo
 
 _LAYER: tuple[tuple[str, str, str], ...] = (
     ("input_layernorm.weight", "d", ""),
@@ -70,9 +72,7 @@ def make_llama_checkpoint(
     with an index when `shard_size` splits it) and return `path`."""
     rng = np.random.default_rng(seed)
     infos = (shape or LlamaShape()).infos()
-    with open_sink(path, infos, format="safetensors", shard_size=shard_size) as sink:
-        for info in infos:
-            sink.write(info.name, _weight(rng, info))
+    write_tensors(path, infos, lambda info: _weight(rng, info), shard_size=shard_size)
     return Path(path)
 
 

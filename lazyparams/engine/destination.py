@@ -1,10 +1,11 @@
 """The destination of a conversion, checked before any data is read, then opened for writing.
 
-DST is a path (safetensors by default, or the format its extension or `format` names), a dict
-(filled with the outputs once complete) or a sink object. Checks: the format and its options,
-that the outputs' names and dtypes can be stored; then, holding DST's lock, that no output file
-exists yet and, on resume, that the interrupted job is this one (by content). Imports `io` and
-the engine's own modules.
+DST is a path (of the format `format_choice` chooses from the registry, `io.output_formats`), a
+dict (filled with the outputs once complete) or a sink object. Checks: the format and its
+options, that the outputs' names and dtypes can be stored; then, holding DST's lock, that no
+output file exists yet and, on resume, that the interrupted job is this one (by content). The
+format's writer is one of the engine's two staged writers. Imports `io` and the engine's own
+modules.
 """
 
 from __future__ import annotations
@@ -12,43 +13,38 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lazyparams.engine.dst_lock import DestinationLock
 from lazyparams.engine.fingerprint import DEFAULT_MODE, fingerprints
+from lazyparams.engine.format_choice import check_storable, registered
 from lazyparams.engine.journal import work_dir
-from lazyparams.engine.layouts import Layout, plan_layout
 from lazyparams.engine.output import (
     SOURCE_FILES,
     Output,
     SinkOutput,
     StagedSafetensors,
-    published_files,
     resumable_done,
 )
 from lazyparams.engine.staged import PUBLISHING_FILE, StagedFiles, verified_done
 from lazyparams.errors import ConvertError
-from lazyparams.io import (
-    SINK_FORMATS,
-    CheckpointSink,
-    DictSink,
-    TensorInfo,
-    check_gguf_metadata,
-    plan_gguf_parts,
-    plan_shards,
+from lazyparams.io import CheckpointSink, DictSink, TensorInfo, check_gguf_metadata
+from lazyparams.io.output_formats import (
+    DEFAULT,
+    LayoutOptions,
+    Metadata,
+    OutputFormat,
+    Writer,
+    format_of_suffix,
+    output_format,
+    output_formats,
 )
-from lazyparams.io.gguf_format import check_gguf_dtypes
-from lazyparams.io.numpy_sink import refuse_block_types
-from lazyparams.io.output_names import check_output_names
+from lazyparams.io.output_layout import Layout
 from lazyparams.io.source_formats import source_files
 
-SAFETENSORS = "safetensors"
-GGUF = "gguf"
-_SHARDABLE = (SAFETENSORS, GGUF)
-_BY_SUFFIX = {".npz": "npz", ".gguf": "gguf"}
 JOB_VERSION = 3
 
 
@@ -58,7 +54,7 @@ class Destination:
 
     target: Path | MutableMapping[str, Any] | CheckpointSink
     outputs: tuple[TensorInfo, ...]
-    format: str = SAFETENSORS
+    format: str = DEFAULT
     shard_size: int | None = None
     resume: bool = False
     metadata: Mapping[str, Any] | None = None
@@ -75,17 +71,24 @@ class Destination:
         """The destination path, or None for a dict or sink object."""
         return self.target if isinstance(self.target, Path) else None
 
+    @property
+    def output_format(self) -> OutputFormat:
+        """The registered format written."""
+        return output_format(self.format)
+
     def files(self) -> list[Path]:
         """The paths the finished conversion publishes."""
         if self.path is None:
             return []
-        if self.format == SAFETENSORS:
-            return published_files(plan_shards(self.path, self.outputs, self.shard_size))
-        if self.format == GGUF:
-            header = check_gguf_metadata(self.metadata, where=str(self.path))
-            parts = plan_gguf_parts(self.path, self.outputs, self.shard_size, header)
-            return [part.path for part in parts]
-        return [self.path]
+        return self.output_format.files(self.path, self.outputs, self._options())
+
+    def _options(self, scratch: Path | None = None) -> LayoutOptions:
+        """The options the format lays out with: the shard size, its checked metadata."""
+        kind = self.output_format.metadata
+        metadata: Any = self.header_metadata if kind is Metadata.STRINGS else None
+        if kind is Metadata.GGUF:
+            metadata = check_gguf_metadata(self.metadata, where=str(self.path))
+        return LayoutOptions(self.shard_size, metadata, scratch)
 
     @property
     def has_partial(self) -> bool:
@@ -127,24 +130,18 @@ class Destination:
         assert self.path is not None
         done = resumable_done(self.path, job)
         self.resuming = done is not None
-        if done is not None and self.format != SAFETENSORS:
+        if done is not None and self.output_format.writer is Writer.SLOTS:
             self.records = verified_done(self.path, self.layout())
             done = set(self.records)
         self.done = done or set()
 
     def layout(self) -> Layout:
-        """Where each output goes in an npz, npy or GGUF destination (computed once)."""
-        assert self.path is not None
+        """Where each output goes in a destination written by slots (computed once)."""
+        lay_out = self.output_format.lay_out
+        assert self.path is not None and lay_out is not None
         if self._layout is None:
-            header = check_gguf_metadata(self.metadata, where=str(self.path))
-            self._layout = plan_layout(
-                self.path,
-                self.format,
-                self.outputs,
-                shard_size=self.shard_size,
-                metadata=header,
-                scratch=work_dir(self.path) / "layout",
-            )
+            options = self._options(scratch=work_dir(self.path) / "layout")
+            self._layout = lay_out(self.path, self.outputs, options)
         return self._layout
 
     def release(self) -> None:
@@ -158,7 +155,7 @@ class Destination:
             return DictOutput(self.target, self.outputs)
         if self.path is None:
             return SinkOutput(self.target, [])  # type: ignore[arg-type]
-        if self.format == SAFETENSORS:
+        if self.output_format.writer is Writer.SHARDS:
             return StagedSafetensors(
                 self.path, self.outputs, self.shard_size, job, self.resuming, self.header_metadata
             )
@@ -194,13 +191,14 @@ def destination(
     """
     if isinstance(dst, str | os.PathLike):
         path = Path(dst)
-        chosen = _format(path, format)
-        if shard_size is not None and chosen not in _SHARDABLE:
-            raise ConvertError(
-                f"shard_size: sharding is for safetensors and gguf output, not {chosen}"
-            )
-        check_storable(str(path), chosen, outputs, metadata)
-        return Destination(path, tuple(outputs), chosen, shard_size, resume, metadata)
+        chosen = registered(format) if format else format_of_suffix(path) or registered(None)
+        if shard_size is not None and not chosen.shardable:
+            shardable = " and ".join(f.name for f in output_formats() if f.shardable)
+            raise ConvertError(f"shard_size: sharding is for {shardable} output, not {chosen.name}")
+        check_storable(str(path), chosen.name, outputs, metadata)
+        if chosen.check_path is not None:
+            chosen.check_path(path, outputs)
+        return Destination(path, tuple(outputs), chosen.name, shard_size, resume, metadata)
     options = (("format", format), ("shard_size", shard_size), ("resume", resume))
     for name, value in (*options, ("metadata", metadata)):
         if value:
@@ -213,32 +211,30 @@ def destination(
     raise ConvertError(f"expected a destination path, dict or sink, got {type(dst).__name__}")
 
 
-def check_storable(
-    where: str, format: str, outputs: Sequence[TensorInfo], metadata: Mapping[str, Any] | None
-) -> None:
-    """Refuse outputs (names, dtypes) or metadata that `format` cannot hold, before any data.
-
-    Depends on the format alone, not on the destination's path, so `plan` runs it too: `where`
-    starts the messages (the destination, or what a plan calls the output).
-    """
-    if format != SAFETENSORS:
-        if format == GGUF:
-            check_gguf_dtypes(where, outputs)
-        else:
-            refuse_block_types(where, outputs)
-        check_output_names(where, [info.name for info in outputs], format)
-    if metadata is not None and format != GGUF:
-        raise ConvertError(f"metadata: key/value metadata is for gguf output, not {format}")
-    if metadata is not None:
-        check_gguf_metadata(metadata, where=where)
-
-
-def _format(path: Path, format: str | None) -> str:
-    if format is None:
-        return _BY_SUFFIX.get(path.suffix, SAFETENSORS)
-    if format not in SINK_FORMATS:
-        raise ConvertError(f"format: expected one of {', '.join(SINK_FORMATS)}, got {format!r}")
-    return format
+def write_tensors(
+    dst: str | os.PathLike[str],
+    infos: Sequence[TensorInfo],
+    array: Callable[[TensorInfo], Any],
+    *,
+    format: str | None = None,
+    shard_size: int | None = None,
+) -> list[Path]:
+    """Write `array(info)` for every tensor to DST through the staged writer a conversion
+    uses (checked, locked and published whole, as `convert` does); the published files."""
+    target = destination(dst, infos, format=format, shard_size=shard_size, resume=False)
+    target.prepare({})
+    try:
+        output = target.open({})
+        try:
+            for info in infos:
+                output.write(info.name, array(info))
+            output.finalize()
+        except BaseException:
+            output.abort()
+            raise
+    finally:
+        target.release()
+    return target.files()
 
 
 def _check_declared(sink: Any, outputs: Sequence[TensorInfo]) -> None:

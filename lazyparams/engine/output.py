@@ -3,8 +3,8 @@
 safetensors (the default) is built in the work folder beside DST (see `journal`): shard files
 preallocated with their headers, each tensor written at its offset, then synced and journaled
 in batches on a thread of their own (so writing goes on meanwhile), so a killed run can resume;
-`finalize` renames the result into place. npz, npy and GGUF are built the same way (see
-`staged`); a sink object the caller holds is used as
+`finalize` renames the result into place. The formats laid out by slots (npz, npy, GGUF,
+PyTorch) are built the same way (see `staged`); a sink object the caller holds is used as
 given. Imports `io` and the engine's own modules.
 """
 
@@ -29,6 +29,7 @@ from lazyparams.engine.journal import (
     work_dir,
     write_job,
 )
+from lazyparams.engine.staged import open_work_file
 from lazyparams.errors import CheckpointError, ConvertError, OutputError
 from lazyparams.io import CheckpointSink, TensorInfo, check_declared, plan_shards
 from lazyparams.io.filemap import BackgroundSync, write_array_at
@@ -176,13 +177,7 @@ class StagedSafetensors:
         header, offsets = build_header(group, self.metadata, path=str(final))
         path = self.work / DATA_DIR / final.name
         size = len(header) + sum(info.nbytes for info in group)
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except FileNotFoundError:
-            raise ConvertError(
-                f"{path}: the interrupted conversion's shard is missing; expected it in the work "
-                "folder (run without --resume to start over)"
-            ) from None
+        fd = open_work_file(path, os.O_RDWR, "shard")
         self._fds.append(fd)
         self._paths[fd] = path
         if os.fstat(fd).st_size != size or os.pread(fd, len(header), 0) != header:
@@ -308,7 +303,7 @@ class StagedSafetensors:
     def _publish(self) -> None:
         data = self.work / DATA_DIR
         fsync_path(data)
-        if self.dst.suffix != ".safetensors":
+        if self.plan.shards[0][0].parent == self.dst:
             os.rename(data, self.dst)  # one rename publishes the whole folder
         else:
             # the index goes last: a reader that finds it finds every shard

@@ -18,6 +18,7 @@ from lazyparams.engine.output import StagedSafetensors
 from lazyparams.errors import CheckpointError
 from lazyparams.io import CheckpointSource, SafetensorsSource, TensorInfo, check_declared
 from lazyparams.io.filemap import write_array_at
+from lazyparams.io.output_formats import Writer
 from lazyparams.io.partial import rows_offset
 from lazyparams.io.source_formats import source_files
 from lazyparams.ir import IRModule
@@ -112,6 +113,7 @@ __all__ = [
     "IRModule",
     "OffsetOutput",
     "TensorInfo",
+    "Writer",
     "copy_into_sink",
     "partial_work",
     "parts_path",

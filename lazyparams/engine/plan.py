@@ -32,7 +32,7 @@ from lazyparams.engine.compile import (
     trace_transform,
     used_inputs,
 )
-from lazyparams.engine.destination import check_storable
+from lazyparams.engine.format_choice import check_storable
 from lazyparams.engine.sizes import size_or_none
 from lazyparams.engine.specs import ResolvedSpec, resolve_spec
 from lazyparams.errors import BudgetError, CheckpointError, ConvertError

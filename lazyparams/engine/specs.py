@@ -176,29 +176,3 @@ def _metadata_of(
         return dict(result)
 
     return metadata
-
-
-def file_metadata(
-    resolved: ResolvedSpec,
-    outputs: Sequence[TensorInfo],
-    given: Mapping[str, Any] | None,
-    chosen: str | None,
-    dst: Any,
-) -> Mapping[str, Any] | None:
-    """The SPEC's metadata for a GGUF file, overridden by the caller's (`given`)."""
-    is_gguf = chosen == "gguf" or (
-        chosen is None and isinstance(dst, str | os.PathLike) and Path(dst).suffix == ".gguf"
-    )
-    if not is_gguf:
-        return given
-    merged = resolved.metadata(outputs)
-    merged.update(given or {})
-    return merged or None
-
-
-def target_format(output_format: str | None, dst: Any) -> str | None:
-    """A target's format for a destination path whose extension names none."""
-    if output_format is None or not isinstance(dst, str | os.PathLike):
-        return None
-    suffix = Path(dst).suffix
-    return output_format if suffix not in (".safetensors", ".npz", ".gguf") else None

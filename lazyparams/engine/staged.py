@@ -1,14 +1,14 @@
-"""npz, .npy folder and GGUF output built in DST's work folder, tensor by tensor, resumable.
+"""The staged writer of every format laid out by slots (npz, .npy folder, GGUF, PyTorch, ...).
 
 The work folder (see `journal`) holds the output's files, laid out in full before any data
-(see `layouts`), `job.json` and a journal whose lines are `[name, check]` for every tensor
-synced to disk: the CRC-32 of its bytes in an npz (zip needs it in the member's header), of
-sampled blocks in a .npy folder or GGUF (all of a tensor up to 1 MiB, else its ends and 16
-spread blocks), so that writing costs no second pass over the data. Files are synced and the
-journal written on a thread of their own. A resume reuses a journaled tensor only after its
-bytes read back with the recorded check. Publishing writes a marker file, then renames the
-output into place (once, or once per part of a split GGUF); a resume after a kill there
-completes it and cleans up.
+(a `Layout` from the format's module, see `io.output_formats`), `job.json` and a journal whose
+lines are `[name, check]` for every tensor synced to disk: the CRC-32 of its bytes in a zip
+(npz, PyTorch: zip needs it in the member's header), of sampled blocks otherwise (all of a
+tensor up to 1 MiB, else its ends and 16 spread blocks), so that writing costs no second pass
+over the data. Files are synced and the journal written on a thread of their own. A resume
+reuses a journaled tensor only after its bytes read back with the recorded check. Publishing
+writes a marker file, then renames the output into place (once, or once per part of a split
+GGUF); a resume after a kill there completes it and cleans up.
 Imports `io` and the engine's own modules.
 """
 
@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from lazyparams.engine.journal import remove_work, work_dir, write_job
-from lazyparams.engine.layouts import FOLDER, Layout, Slot
 from lazyparams.errors import CheckpointError, ConvertError, OutputError
 from lazyparams.io import TensorInfo, check_declared
 from lazyparams.io.filemap import BackgroundSync, write_array_at
 from lazyparams.io.npy_format import stored_form
+from lazyparams.io.output_layout import FOLDER, Layout, Slot
 from lazyparams.io.partial import RowLedger, rows_offset
 from lazyparams.io.staging import fsync_path
 
@@ -48,7 +48,7 @@ _SAMPLE_SPREAD = 16
 
 
 class StagedFiles:
-    """An npz, .npy folder or GGUF output written by slot into the work folder's files.
+    """An output written by slot into the work folder's files, as its `Layout` places them.
 
     Made fresh it replaces any earlier work folder; with `done` (the verified records of a
     resume, name -> CRC) it reopens the files and writes only the other tensors.
@@ -264,7 +264,8 @@ def _crc_head(slot: Slot) -> bytes:
 
 def checksum(layout: Layout, slot: Slot, read: Any) -> int:
     """A slot's check from `read(offset in its data, count) -> bytes`: the CRC-32 of every
-    byte for an npz member (its header's), of the sampled ranges for the other formats."""
+    byte for a zip member (an npz member's npy header included), of the sampled ranges for
+    the other formats."""
     length = slot.end - slot.data_at
     crc = zlib.crc32(_crc_head(slot))
     ranges = [(0, length)] if layout.members else sample_ranges(length)
@@ -310,17 +311,23 @@ def verified_done(dst: Path, layout: Layout) -> dict[str, int]:
             os.close(fd)
 
 
+def open_work_file(path: Path, flags: int, what: str) -> int:
+    """A file of an interrupted conversion's work folder, opened with `flags`; ConvertError
+    naming it (`what`: file, shard) if it is missing."""
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        raise ConvertError(
+            f"{path}: the interrupted conversion's {what} is missing; expected it in the work "
+            "folder (run without --resume to start over)"
+        ) from None
+
+
 def _open_checked(work: Path, layout: Layout, index: int) -> int:
     """A work file opened for reading, checked to have the layout's size and first bytes."""
     path = work / DATA_DIR / layout.files[index]
     size, prefix = layout.sizes[index], layout.prefixes[index]
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        raise ConvertError(
-            f"{path}: the interrupted conversion's file is missing; expected it in the work "
-            "folder (run without --resume to start over)"
-        ) from None
+    fd = open_work_file(path, os.O_RDONLY, "file")
     found = os.fstat(fd).st_size
     sized = found == size or (bool(layout.members) and found > size)  # a directory written
     if not sized or os.pread(fd, len(prefix), 0) != prefix:

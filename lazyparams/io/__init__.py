@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         TensorInfo,
         check_declared,
     )
-    from lazyparams.io.detect import SINK_FORMATS, open_sink, open_source
+    from lazyparams.io.detect import open_source
     from lazyparams.io.dtypes import DTYPE_NAMES, dtype_name, numpy_dtype
     from lazyparams.io.gguf_format import GGUFSink, GGUFSource
     from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata, read_gguf_metadata
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from lazyparams.io.memory import DictSink, DictSource
     from lazyparams.io.numpy_sink import NpyFolderSink, NpzSink
     from lazyparams.io.numpy_source import NpyFolderSource, NpzSource
+    from lazyparams.io.output_formats import SINK_FORMATS, open_sink
     from lazyparams.io.safetensors_sink import SafetensorsSink, plan_shards
     from lazyparams.io.safetensors_source import SafetensorsSource
     from lazyparams.io.sharded_source import ShardedSource
@@ -47,7 +48,8 @@ _MODULE_OF: dict[str, str] = {
         ),
         "base",
     ),
-    **dict.fromkeys(("SINK_FORMATS", "open_sink", "open_source"), "detect"),
+    "open_source": "detect",
+    **dict.fromkeys(("SINK_FORMATS", "open_sink"), "output_formats"),
     **dict.fromkeys(("DTYPE_NAMES", "dtype_name", "numpy_dtype"), "dtypes"),
     **dict.fromkeys(("GGUFSink", "GGUFSource"), "gguf_format"),
     **dict.fromkeys(("GGUFMetadata", "check_gguf_metadata", "read_gguf_metadata"), "gguf_metadata"),

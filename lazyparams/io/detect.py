@@ -1,4 +1,4 @@
-"""Choosing a source or sink for a path: `open_source` detects the format, `open_sink` picks one.
+"""Choosing a source for a path: `open_source` detects the format (sinks: `output_formats`).
 
 Detection goes by extension, then by folder contents, then by the file's first bytes. Imports the
 io layer only, each format's module when a path of that format is opened.
@@ -7,12 +7,11 @@ io layer only, each format's module when a path of that format is opened.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from lazyparams.errors import CheckpointError
-from lazyparams.io.base import CheckpointSink, CheckpointSource, TensorInfo, open_binary
+from lazyparams.io.base import CheckpointSource, open_binary
 from lazyparams.io.limits import inside_folder
 from lazyparams.io.reasons import os_reason
 from lazyparams.io.source_formats import (
@@ -24,9 +23,6 @@ from lazyparams.io.source_formats import (
     format_of_suffix,
     sniff_format,
 )
-
-SINK_FORMATS = ("safetensors", "npz", "npy", "gguf")
-_SINK_SUFFIXES = {".safetensors": "safetensors", ".npz": "npz", ".gguf": "gguf"}
 
 
 def open_source(
@@ -158,44 +154,3 @@ def _sniff(path: Path) -> SourceFormat:
             "an index .json or a folder)"
         )
     return entry
-
-
-def open_sink(
-    path: str | os.PathLike[str],
-    infos: Sequence[TensorInfo],
-    format: str | None = None,
-    shard_size: int | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> CheckpointSink:
-    """A sink for `infos` at `path`, in `format` or the one the extension names.
-
-    `format` is one of SINK_FORMATS; `shard_size` (bytes per shard or part) is for safetensors
-    and GGUF; `metadata` (key/value pairs, see `GGUFSink`) for GGUF only.
-    """
-    chosen = format or _SINK_SUFFIXES.get(Path(path).suffix)
-    if chosen is None and shard_size is not None:
-        chosen = "safetensors"
-    if chosen is None:
-        raise CheckpointError(
-            f"{path}: cannot tell the output format from the name; pass format= one of "
-            f"{', '.join(SINK_FORMATS)}"
-        )
-    if shard_size is not None and chosen not in ("safetensors", "gguf"):
-        raise CheckpointError(
-            f"{path}: sharding is only supported for safetensors and gguf, not {chosen}"
-        )
-    if metadata is not None and chosen != "gguf":
-        raise CheckpointError(f"{path}: metadata is only written to gguf, not {chosen}")
-    from lazyparams.io.gguf_format import GGUFSink
-    from lazyparams.io.numpy_sink import NpyFolderSink, NpzSink
-    from lazyparams.io.safetensors_sink import SafetensorsSink
-
-    if chosen == "safetensors":
-        return SafetensorsSink(path, infos, max_shard_size=shard_size)
-    if chosen == "npz":
-        return NpzSink(path, infos)
-    if chosen == "npy":
-        return NpyFolderSink(path, infos)
-    if chosen == "gguf":
-        return GGUFSink(path, infos, metadata=metadata, shard_size=shard_size)
-    raise CheckpointError(f"{path}: unknown format {chosen!r}; expected one of {SINK_FORMATS}")

@@ -25,7 +25,7 @@ from lazyparams.io.gguf_header import TableEntry, head_bytes, pad
 from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata
 from lazyparams.io.gguf_reader import read_gguf_header
 from lazyparams.io.gguf_split import SplitPosition, plan_gguf_parts, split_position
-from lazyparams.io.output_names import check_output_names
+from lazyparams.io.output_names import check_gguf_names
 from lazyparams.io.partial import rows_offset
 from lazyparams.io.staging import Staging
 
@@ -139,7 +139,7 @@ class GGUFSink(SinkBase):
     ) -> None:
         check_gguf_dtypes(path, infos)
         header = check_gguf_metadata(metadata, arch=arch, where=str(path))
-        check_output_names(str(path), [info.name for info in infos], "gguf")
+        check_gguf_names(str(path), [info.name for info in infos])
         super().__init__(str(path), infos)
         self._staging = Staging()
         self._fds: list[int] = []

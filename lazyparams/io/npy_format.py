@@ -134,6 +134,11 @@ def stored_form(array: Array, dtype: str) -> Array:
     return array.view(bits_dtype(dtype)) if dtype in EXTENSION_DTYPES else array
 
 
+def dtype_comment(dtype: str) -> bytes:
+    """The npz member comment that tags a dtype numpy cannot spell (empty for the others)."""
+    return COMMENT_PREFIX + dtype.encode("ascii") if dtype in EXTENSION_DTYPES else b""
+
+
 def npy_header(info: TensorInfo) -> bytes:
     """The header numpy's writer puts before a C-ordered array of `info`'s tensor, so a tensor
     written in row blocks after it makes the same bytes as one written whole."""

@@ -23,8 +23,8 @@ from lazyparams.errors import CheckpointError
 from lazyparams.io.base import Array, SinkBase, TensorInfo
 from lazyparams.io.dtypes import EXTENSION_DTYPES, is_block
 from lazyparams.io.filemap import write_array_at
-from lazyparams.io.npy_format import COMMENT_PREFIX, DTYPES_FILE, npy_header, stored_form
-from lazyparams.io.output_names import check_output_names
+from lazyparams.io.npy_format import DTYPES_FILE, dtype_comment, npy_header, stored_form
+from lazyparams.io.output_names import check_file_names, check_member_names
 from lazyparams.io.partial import rows_offset
 from lazyparams.io.staging import Staging
 
@@ -53,7 +53,7 @@ class NpzSink(SinkBase):
         self, path: str | os.PathLike[str], infos: Sequence[TensorInfo], *, compress: bool = False
     ) -> None:
         refuse_block_types(path, infos)
-        check_output_names(str(path), [info.name for info in infos], "npz")
+        check_member_names(str(path), [info.name for info in infos])
         super().__init__(str(path), infos)
         self._staging = Staging()
         self._method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
@@ -69,11 +69,9 @@ class NpzSink(SinkBase):
             raise
 
     def _member(self, name: str) -> zipfile.ZipInfo:
-        dtype = self.infos[name].dtype
         member = zipfile.ZipInfo(f"{name}.npy", date_time=_EPOCH)
         member.compress_type = self._method
-        if dtype in EXTENSION_DTYPES:
-            member.comment = COMMENT_PREFIX + dtype.encode("ascii")
+        member.comment = dtype_comment(self.infos[name].dtype)
         return member
 
     def _store(self, name: str, array: Array) -> None:
@@ -128,7 +126,7 @@ class NpyFolderSink(SinkBase):
                 f"{folder}: exists and is not a folder; expected a folder or nothing"
             )
         refuse_block_types(path, infos)
-        check_output_names(str(path), [info.name for info in infos], "npy")
+        check_file_names(str(path), [info.name for info in infos])
         super().__init__(str(path), infos)
         self._staging = Staging()
         self._temps: dict[str, Path] = {}

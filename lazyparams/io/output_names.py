@@ -18,13 +18,11 @@ GGUF_MAX_NAME_BYTES = 63
 """llama.cpp keeps a tensor name in 64 bytes, its final NUL included."""
 FILE_NAME_BYTES = 255
 """The longest file name (one path part) common file systems allow."""
-_PATH_FORMATS = ("npz", "npy")
 
 
-def check_output_names(path: str, names: Iterable[str], format: str) -> None:
-    """Refuse any name `format` cannot store as it is (see the module docstring)."""
-    listed = list(names)
-    for name in listed:
+def check_text_names(path: str, names: Iterable[str]) -> None:
+    """Refuse a name no format can store: not valid UTF-8 text, or with a NUL character."""
+    for name in names:
         try:
             check_name(name, f"{path}: output")
         except CheckpointError as err:
@@ -32,12 +30,33 @@ def check_output_names(path: str, names: Iterable[str], format: str) -> None:
                 f"{err}; expected an output name of valid UTF-8 text without NUL characters, "
                 f"which every format can store (rename it in the transform)"
             ) from None
-        if format in _PATH_FORMATS:
-            _check_relative(path, name, format)
-        elif format == "gguf":
-            _check_gguf(path, name)
-    if format == "npy":
-        _check_folder_collisions(path, listed)
+
+
+def check_member_names(path: str, names: Iterable[str]) -> None:
+    """Refuse a name that is no relative path inside a zip archive (`name.npy`)."""
+    listed = list(names)
+    check_text_names(path, listed)
+    for name in listed:
+        _check_relative(path, name, "an npz member name")
+
+
+def check_file_names(path: str, names: Iterable[str]) -> None:
+    """Refuse a name that is no file name inside a folder (`name.npy`), or whose file would
+    meet another's on a file system that folds case and Unicode forms."""
+    listed = list(names)
+    check_text_names(path, listed)
+    for name in listed:
+        _check_relative(path, name, "a file name")
+        _check_length(path, name)
+    _check_folder_collisions(path, listed)
+
+
+def check_gguf_names(path: str, names: Iterable[str]) -> None:
+    """Refuse a name llama.cpp cannot read into its 64 bytes."""
+    listed = list(names)
+    check_text_names(path, listed)
+    for name in listed:
+        _check_gguf(path, name)
 
 
 def _refuse(path: str, name: str, what: str, problem: str, expected: str) -> CheckpointError:
@@ -46,8 +65,7 @@ def _refuse(path: str, name: str, what: str, problem: str, expected: str) -> Che
     )
 
 
-def _check_relative(path: str, name: str, format: str) -> None:
-    what = "an npz member name" if format == "npz" else "a file name"
+def _check_relative(path: str, name: str, what: str) -> None:
     expected = (
         "a relative path of '/'-separated parts, none empty, '.' or '..', "
         "without backslashes or control characters"
@@ -60,16 +78,19 @@ def _check_relative(path: str, name: str, format: str) -> None:
     parts = name.split("/")
     if any(part in ("", ".", "..") for part in parts):
         raise _refuse(path, name, what, "has an empty, '.' or '..' path part", expected)
-    if format == "npy":
-        longest = max(len(p.encode("utf-8")) for p in [*parts[:-1], parts[-1] + ".npy"])
-        if longest > FILE_NAME_BYTES:
-            raise _refuse(
-                path,
-                name,
-                what,
-                f"has a path part of {longest} bytes",
-                f"at most {FILE_NAME_BYTES}",
-            )
+
+
+def _check_length(path: str, name: str) -> None:
+    parts = name.split("/")
+    longest = max(len(p.encode("utf-8")) for p in [*parts[:-1], parts[-1] + ".npy"])
+    if longest > FILE_NAME_BYTES:
+        raise _refuse(
+            path,
+            name,
+            "a file name",
+            f"has a path part of {longest} bytes",
+            f"at most {FILE_NAME_BYTES}",
+        )
 
 
 def _check_gguf(path: str, name: str) -> None:

@@ -136,7 +136,10 @@ def test_an_output_dtype_the_format_cannot_hold(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"format": "onnx"}, "format: expected one of safetensors, npz, npy, gguf, got 'onnx'"),
+        (
+            {"format": "onnx"},
+            "format: expected one of safetensors, gguf, npy, npz, got 'onnx'",
+        ),
         (
             {"format": "npz", "shard_size": "1MiB"},
             "shard_size: sharding is for safetensors and gguf output, not npz",

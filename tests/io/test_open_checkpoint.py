@@ -99,6 +99,8 @@ def test_sink_options_that_do_not_fit_are_refused(tmp_path: Path) -> None:
         open_sink(tmp_path / "out", INFOS)
     with pytest.raises(CheckpointError, match="sharding is only supported for safetensors"):
         open_sink(tmp_path / "m.npz", INFOS, shard_size=10)
-    with pytest.raises(CheckpointError, match="unknown format 'onnx'"):
+    with pytest.raises(
+        CheckpointError, match="expected one of safetensors, gguf, npy, npz, got 'onnx'"
+    ):
         open_sink(tmp_path / "m.onnx", INFOS, format="onnx")
     assert list(tmp_path.iterdir()) == []
