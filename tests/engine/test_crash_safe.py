@@ -70,6 +70,7 @@ FORMATS = {
     "gguf": ("out.gguf", []),
     "split-gguf": ("out.gguf", ["--shard-size", "40000"]),
     "safetensors": ("out", ["--shard-size", "40000"]),
+    "pytorch": ("pytorch_model.bin", []),
 }
 
 

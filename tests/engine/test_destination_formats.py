@@ -15,7 +15,7 @@ from lazyparams.engine import convert
 from lazyparams.engine.demo import LlamaShape
 from lazyparams.engine.demo_model import write_model_files
 from lazyparams.errors import ConvertError, LazyParamsError
-from lazyparams.io import DictSource, SafetensorsSink, TensorInfo
+from lazyparams.io import DictSource, SafetensorsSink, TensorInfo, TorchSource
 from tests.engine.helpers import read_all, run_cli, small_llama
 
 SHAPE = LlamaShape(layers=1, hidden=64, intermediate=128, vocab=320)
@@ -108,6 +108,17 @@ def _with_metadata(path: Path, metadata: dict[str, str]) -> None:
     path.write_bytes(header + data)
 
 
+def test_a_pytorch_state_dict_round_trips_through_our_reader(model: Path, tmp_path: Path) -> None:
+    report = convert("cast:float16", model, tmp_path / "pytorch_model.bin", progress=False)
+    assert report.files == (str(tmp_path / "pytorch_model.bin"),)
+    expected = {n: a.astype(np.float16) for n, a in read_all(model).items()}
+    with TorchSource(tmp_path / "pytorch_model.bin") as source:
+        got = {name: np.array(source.load(name)) for name in source.names()}
+    assert got.keys() == expected.keys()
+    for name, array in expected.items():
+        np.testing.assert_array_equal(got[name], array)
+
+
 def test_the_cli_refuses_a_mismatch_and_lists_every_format(model: Path, tmp_path: Path) -> None:
     done = run_cli("convert", "gguf", model, tmp_path / "out.safetensors", cwd=tmp_path)
     assert done.returncode == 1
@@ -115,5 +126,5 @@ def test_the_cli_refuses_a_mismatch_and_lists_every_format(model: Path, tmp_path
     done = run_cli("convert", "cast:float16", model, tmp_path / "x.npy", cwd=tmp_path)
     assert done.returncode == 1 and "a .npy file holds one tensor" in done.stderr
     done = run_cli("convert", "--help", cwd=tmp_path)
-    assert "npy" in done.stdout and ".gguf" in done.stdout
+    assert "pytorch" in done.stdout and ".bin, .pt, .pth" in done.stdout
     assert not (tmp_path / "out.safetensors").exists() and not (tmp_path / "x.npy").exists()

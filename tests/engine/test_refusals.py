@@ -138,7 +138,7 @@ def test_an_output_dtype_the_format_cannot_hold(tmp_path: Path) -> None:
     [
         (
             {"format": "onnx"},
-            "format: expected one of safetensors, gguf, npy, npz, got 'onnx'",
+            "format: expected one of safetensors, gguf, npy, npz, pytorch, got 'onnx'",
         ),
         (
             {"format": "npz", "shard_size": "1MiB"},

@@ -100,7 +100,7 @@ def test_sink_options_that_do_not_fit_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="sharding is only supported for safetensors"):
         open_sink(tmp_path / "m.npz", INFOS, shard_size=10)
     with pytest.raises(
-        CheckpointError, match="expected one of safetensors, gguf, npy, npz, got 'onnx'"
+        CheckpointError, match="expected one of safetensors, gguf, npy, npz, pytorch, got 'onnx'"
     ):
         open_sink(tmp_path / "m.onnx", INFOS, format="onnx")
     assert list(tmp_path.iterdir()) == []

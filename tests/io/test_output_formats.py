@@ -22,7 +22,7 @@ from lazyparams.io.output_formats import (
 
 def test_every_format_module_is_registered_with_the_default_first() -> None:
     assert format_names()[0] == DEFAULT
-    assert set(format_names()) == {"safetensors", "npz", "npy", "gguf"}
+    assert set(format_names()) == {"safetensors", "npz", "npy", "gguf", "pytorch"}
     assert set(SINK_FORMATS) == {"safetensors", "npz", "npy", "gguf"}
 
 
@@ -33,6 +33,9 @@ def test_every_format_module_is_registered_with_the_default_first() -> None:
         ("m.npz", "npz"),
         ("x.npy", "npy"),
         ("m.GGUF", "gguf"),
+        ("pytorch_model.bin", "pytorch"),
+        ("m.pt", "pytorch"),
+        ("m.pth", "pytorch"),
         ("out", None),
         ("out.onnx", None),
     ],
@@ -55,7 +58,7 @@ def test_an_unknown_format_is_refused_listing_the_registered_ones() -> None:
         output_format("onnx")
 
 
-def test_open_sink_refuses_a_name_without_a_format(tmp_path: Path) -> None:
+def test_open_sink_refuses_a_format_without_an_io_sink(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="pass format= one of safetensors"):
         open_sink(tmp_path / "m.pt", [TensorInfo.of("w", (2,), "float32")])
 
