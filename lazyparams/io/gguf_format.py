@@ -18,16 +18,15 @@ from gguf import GGMLQuantizationType
 
 from lazyparams.block_types import BLOCK_TYPES
 from lazyparams.errors import CheckpointError
-from lazyparams.io.base import Array, SinkBase, SourceBase, TensorInfo, open_binary
+from lazyparams.io.base import Array, SourceBase, TensorInfo, open_binary
 from lazyparams.io.dtypes import numpy_dtype, storage_shape
-from lazyparams.io.filemap import map_array, write_array_at
+from lazyparams.io.filemap import map_array
 from lazyparams.io.gguf_header import TableEntry, head_bytes, pad
 from lazyparams.io.gguf_metadata import GGUFMetadata, check_gguf_metadata
 from lazyparams.io.gguf_reader import read_gguf_header
 from lazyparams.io.gguf_split import SplitPosition, plan_gguf_parts, split_position
 from lazyparams.io.output_names import check_gguf_names
-from lazyparams.io.partial import rows_offset
-from lazyparams.io.staging import Staging
+from lazyparams.io.placed_sink import PlacedSink
 
 _Q = GGMLQuantizationType
 GGML_TO_DTYPE: dict[GGMLQuantizationType, str] = {
@@ -118,7 +117,7 @@ class GGUFSource(SourceBase):
         self._file.close()
 
 
-class GGUFSink(SinkBase):
+class GGUFSink(PlacedSink):
     """A GGUF file whose header and tensor table are written up front; data lands by offset.
 
     `metadata` (key -> `gguf.GGUFValue` or plain value, see `check_gguf_metadata`) is written in
@@ -141,9 +140,6 @@ class GGUFSink(SinkBase):
         header = check_gguf_metadata(metadata, arch=arch, where=str(path))
         check_gguf_names(str(path), [info.name for info in infos])
         super().__init__(str(path), infos)
-        self._staging = Staging()
-        self._fds: list[int] = []
-        self._where: dict[str, tuple[int, int]] = {}
         try:
             self.parts = plan_gguf_parts(Path(path), list(self.infos.values()), shard_size, header)
             for part in self.parts:
@@ -159,29 +155,7 @@ class GGUFSink(SinkBase):
 
     def _lay_out(self, temp: Path, infos: Sequence[TensorInfo], metadata: GGUFMetadata) -> None:
         offsets, _ = lay_out_gguf(temp, infos, metadata)
-        fd = os.open(temp, os.O_RDWR)
-        self._fds.append(fd)
-        self._where.update((name, (fd, offset)) for name, offset in offsets.items())
-
-    def _store(self, name: str, array: Array) -> None:
-        fd, offset = self._where[name]
-        write_array_at(fd, array, offset)
-
-    def _store_rows(self, name: str, start: int, block: Array) -> None:
-        fd, offset = self._where[name]
-        write_array_at(fd, block, offset + rows_offset(self.infos[name], start))
-
-    def _commit(self) -> None:
-        self._close_fds()
-        self._staging.commit()
-
-    def _discard(self) -> None:
-        self._close_fds()
-        self._staging.discard()
-
-    def _close_fds(self) -> None:
-        while self._fds:
-            os.close(self._fds.pop())
+        self._place(temp, offsets)
 
 
 def lay_out_gguf(

@@ -13,11 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lazyparams.io.base import Array, SinkBase, TensorInfo
-from lazyparams.io.filemap import write_array_at
-from lazyparams.io.partial import rows_offset
+from lazyparams.io.base import TensorInfo
+from lazyparams.io.placed_sink import PlacedSink
 from lazyparams.io.safetensors_format import build_header
-from lazyparams.io.staging import Staging
 
 INDEX_SUFFIX = ".safetensors.index.json"
 
@@ -64,7 +62,7 @@ def index_json(plan: ShardPlan) -> bytes:
     return (json.dumps(index, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-class SafetensorsSink(SinkBase):
+class SafetensorsSink(PlacedSink):
     """Writes declared tensors into preallocated safetensors files as they arrive.
 
     Output goes to temporaries beside the final names; `finalize` fsyncs and renames them into
@@ -81,9 +79,6 @@ class SafetensorsSink(SinkBase):
     ) -> None:
         super().__init__(str(path), infos)
         self.plan = plan_shards(Path(path), infos, max_shard_size)
-        self._staging = Staging()
-        self._fds: list[int] = []
-        self._where: dict[str, tuple[int, int]] = {}
         try:
             for final, group in self.plan.shards:
                 self._open_shard(final, group, metadata)
@@ -104,28 +99,6 @@ class SafetensorsSink(SinkBase):
         self, final: Path, group: list[TensorInfo], metadata: dict[str, str] | None
     ) -> None:
         header, offsets = build_header(group, metadata, path=str(final))
-        fd = os.open(self._staging.new_file(final), os.O_RDWR)
-        self._fds.append(fd)
+        fd = self._place(self._staging.new_file(final), offsets)
         os.pwrite(fd, header, 0)
         os.ftruncate(fd, len(header) + sum(info.nbytes for info in group))
-        self._where.update((name, (fd, offset)) for name, offset in offsets.items())
-
-    def _store(self, name: str, array: Array) -> None:
-        fd, offset = self._where[name]
-        write_array_at(fd, array, offset)
-
-    def _store_rows(self, name: str, start: int, block: Array) -> None:
-        fd, offset = self._where[name]
-        write_array_at(fd, block, offset + rows_offset(self.infos[name], start))
-
-    def _commit(self) -> None:
-        self._close_fds()
-        self._staging.commit()
-
-    def _discard(self) -> None:
-        self._close_fds()
-        self._staging.discard()
-
-    def _close_fds(self) -> None:
-        while self._fds:
-            os.close(self._fds.pop())
