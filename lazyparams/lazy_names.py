@@ -1,8 +1,8 @@
 """Packages whose public names import their modules on first use (`analysis`, `engine`, `io`,
 `transform`), so that a command loads only the modules it uses.
 
-Each such package keeps a table, name -> module, and a two-line `__getattr__` / `__dir__`
-calling `lazy_attribute` / `lazy_dir` (written out so type checkers see them);
+Each such package keeps a table, name -> module, imports its names under `TYPE_CHECKING` (so
+type checkers see them) and takes its `__getattr__` / `__dir__` from `lazy_package`;
 `keep_public_functions` makes a public function that shares its name with a submodule (the
 engine's `plan`) stay the function once that submodule is imported. Imports nothing of
 lazyparams.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -31,6 +31,21 @@ def lazy_dir(namespace: Mapping[str, Any], module_of: Mapping[str, str]) -> list
     return sorted({*namespace, *module_of})
 
 
+def lazy_package(
+    package: str, module_of: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The module-level `__getattr__` and `__dir__` of `package`, which loads `module_of`'s names
+    on first use."""
+
+    def __getattr__(name: str) -> Any:
+        return lazy_attribute(package, module_of, name)
+
+    def __dir__() -> list[str]:
+        return lazy_dir(vars(sys.modules[package]), module_of)
+
+    return __getattr__, __dir__
+
+
 def keep_public_functions(package: str, module_of: Mapping[str, str]) -> None:
     """Importing a submodule binds it on its package; where the package's public name of that
     spelling is something else (a function of that module), bind that instead, as an eager
@@ -45,4 +60,4 @@ def keep_public_functions(package: str, module_of: Mapping[str, str]) -> None:
     sys.modules[package].__class__ = LazyPackage
 
 
-__all__ = ["keep_public_functions", "lazy_attribute", "lazy_dir"]
+__all__ = ["keep_public_functions", "lazy_attribute", "lazy_dir", "lazy_package"]

@@ -6,9 +6,9 @@ checkpoint (liveness and memory only) does not load `well_formed` and the TIR it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lazyparams.lazy_names import keep_public_functions, lazy_attribute, lazy_dir
+from lazyparams.lazy_names import keep_public_functions, lazy_package
 
 if TYPE_CHECKING:
     from lazyparams.analysis.liveness import PARAM, RESULT, Liveness, liveness, used_vars
@@ -31,14 +31,5 @@ _MODULE_OF: dict[str, str] = {
 __all__ = ["PARAM", "RESULT", "Liveness", "liveness", "used_vars", "well_formed"]
 __all__ += ["MemoryProfile", "check_budget", "estimate_peak_memory", "weight_struct_info"]
 
-
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use."""
-    return lazy_attribute(__name__, _MODULE_OF, name)
-
-
-def __dir__() -> list[str]:
-    return lazy_dir(globals(), _MODULE_OF)
-
-
+__getattr__, __dir__ = lazy_package(__name__, _MODULE_OF)
 keep_public_functions(__name__, _MODULE_OF)

@@ -8,9 +8,9 @@ public name's module on first use, so that a command loads only what it runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lazyparams.lazy_names import keep_public_functions, lazy_attribute, lazy_dir
+from lazyparams.lazy_names import keep_public_functions, lazy_package
 
 if TYPE_CHECKING:
     from lazyparams.engine.convert import Report, convert
@@ -37,14 +37,5 @@ __all__ = [
     "recipe",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use."""
-    return lazy_attribute(__name__, _MODULE_OF, name)
-
-
-def __dir__() -> list[str]:
-    return lazy_dir(globals(), _MODULE_OF)
-
-
+__getattr__, __dir__ = lazy_package(__name__, _MODULE_OF)
 keep_public_functions(__name__, _MODULE_OF)

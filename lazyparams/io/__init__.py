@@ -8,9 +8,9 @@ a command loads only the formats it reads and writes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lazyparams.lazy_names import lazy_attribute, lazy_dir
+from lazyparams.lazy_names import lazy_package
 
 if TYPE_CHECKING:
     from lazyparams.io.base import (
@@ -98,11 +98,4 @@ __all__ = [
     "read_gguf_metadata",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use."""
-    return lazy_attribute(__name__, _MODULE_OF, name)
-
-
-def __dir__() -> list[str]:
-    return lazy_dir(globals(), _MODULE_OF)
+__getattr__, __dir__ = lazy_package(__name__, _MODULE_OF)

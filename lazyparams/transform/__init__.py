@@ -6,9 +6,9 @@ planning a checkpoint loads only the passes it runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lazyparams.lazy_names import lazy_attribute, lazy_dir
+from lazyparams.lazy_names import lazy_package
 
 if TYPE_CHECKING:
     from lazyparams.transform.base import FunctionPass, Pass, Sequential
@@ -61,11 +61,4 @@ __all__ = [
     "standard_pipeline",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use."""
-    return lazy_attribute(__name__, _MODULE_OF, name)
-
-
-def __dir__() -> list[str]:
-    return lazy_dir(globals(), _MODULE_OF)
+__getattr__, __dir__ = lazy_package(__name__, _MODULE_OF)
