@@ -30,7 +30,24 @@
         }                                                                                     \
     }
 
+/* All the rounds of a block of 16 / size registers of VEC (ATTR, through INTERLEAVE), ending
+ * in r (a copy back where the count of rounds is odd). */
+#define LP_ROUNDS(NAME, INTERLEAVE, ATTR, VEC)                                                \
+    ATTR static inline __attribute__((always_inline)) void NAME(VEC *r, const int size) {     \
+        VEC a[16];                                                                            \
+        const int k = 16 / size;                                                              \
+        switch (size) {                                                                       \
+        case 1: INTERLEAVE(r, a, k, 1); INTERLEAVE(a, r, k, 2); INTERLEAVE(r, a, k, 4);       \
+                INTERLEAVE(a, r, k, 8); break;                                                \
+        case 2: INTERLEAVE(r, a, k, 2); INTERLEAVE(a, r, k, 4); INTERLEAVE(r, a, k, 8);       \
+                memcpy(r, a, sizeof(VEC) * 8); break;                                         \
+        case 4: INTERLEAVE(r, a, k, 4); INTERLEAVE(a, r, k, 8); break;                        \
+        default: INTERLEAVE(r, a, k, 8); memcpy(r, a, sizeof(VEC) * 2);                       \
+        }                                                                                     \
+    }
+
 LP_INTERLEAVE(interleave, , __m128i, _mm)
+LP_ROUNDS(rounds, interleave, , __m128i)
 
 /* Each round sends a pair's low halves to the first half of the registers, so column c ends
  * in the register whose index is c's bits reversed. */
@@ -44,17 +61,10 @@ static const int REVERSED[4][16] = {
 static inline __attribute__((always_inline)) void micro(const char *src, Py_ssize_t ss,
                                                         char *dst, Py_ssize_t ds,
                                                         const int size) {
-    __m128i r[16], a[16];
+    __m128i r[16];
     const int k = 16 / size, log = size == 8 ? 0 : size == 4 ? 1 : size == 2 ? 2 : 3;
     for (int i = 0; i < k; i++) r[i] = _mm_loadu_si128((const __m128i *)(src + i * ss));
-    switch (size) {  /* rounds alternate between r and a; an odd count ends in a */
-    case 1: interleave(r, a, k, 1); interleave(a, r, k, 2); interleave(r, a, k, 4);
-            interleave(a, r, k, 8); break;
-    case 2: interleave(r, a, k, 2); interleave(a, r, k, 4); interleave(r, a, k, 8);
-            memcpy(r, a, sizeof(__m128i) * 8); break;
-    case 4: interleave(r, a, k, 4); interleave(a, r, k, 8); break;
-    default: interleave(r, a, k, 8); memcpy(r, a, sizeof(__m128i) * 2);
-    }
+    rounds(r, size);
     for (int c = 0; c < k; c++) _mm_storeu_si128((__m128i *)(dst + c * ds), r[REVERSED[log][c]]);
 }
 
@@ -67,19 +77,7 @@ static inline __attribute__((always_inline)) void micro(const char *src, Py_ssiz
 LP_INTERLEAVE(interleave256, __attribute__((target("avx2"))), __m256i, _mm256)
 
 /* The in-lane rounds of one half (k = 16 / size registers), ending in r. */
-__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
-lane_rounds(__m256i *r, const int size) {
-    __m256i a[16];
-    const int k = 16 / size;
-    switch (size) {
-    case 1: interleave256(r, a, k, 1); interleave256(a, r, k, 2); interleave256(r, a, k, 4);
-            interleave256(a, r, k, 8); break;
-    case 2: interleave256(r, a, k, 2); interleave256(a, r, k, 4); interleave256(r, a, k, 8);
-            memcpy(r, a, sizeof(__m256i) * 8); break;
-    case 4: interleave256(r, a, k, 4); interleave256(a, r, k, 8); break;
-    default: interleave256(r, a, k, 8); memcpy(r, a, sizeof(__m256i) * 2);
-    }
-}
+LP_ROUNDS(lane_rounds, interleave256, __attribute__((target("avx2"))), __m256i)
 
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
 micro256(const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds, const int size) {
