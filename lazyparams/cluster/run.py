@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from distributed import Client, Future, KilledWorker, as_completed, get_worker
 
@@ -25,6 +25,7 @@ from lazyparams.cluster.report import ClusterBars, ClusterReport, WorkerReport, 
 from lazyparams.cluster.staging import Staged, stage_output
 from lazyparams.cluster.worker import PartJob, PartResult, run_part_job, see_paths
 from lazyparams.engine.convert import prepare
+from lazyparams.engine.executor import ExecutorOptions
 from lazyparams.engine.journal import keeps_partial
 from lazyparams.engine.part_files import CheckpointSource, IRModule
 from lazyparams.engine.partition import Part, Partition, build_partition
@@ -44,30 +45,22 @@ class _Run:
 
 
 def convert_on_cluster(
-    transform: Spec,
-    src: Source,
-    dst: Any,
-    *,
-    cluster: Any,
-    budget: int | str | None = None,
-    format: str | None = None,
-    shard_size: int | str | None = None,
-    part_size: int | str | None = None,
-    resume: bool = False,
-    progress: bool = True,
-    metadata: Mapping[str, Any] | None = None,
+    transform: Spec, src: Source, dst: Any, *, cluster: Any, **options: Unpack[ExecutorOptions]
 ) -> ClusterReport:
     """Convert `src` into the path `dst` on the Dask `cluster` (a Client, an address or
     `local:N`), each part on a worker within `budget` (per worker). Options are as for
     `convert`; `part_size` is the bytes a part writes (default: `shard_size`)."""
     started = time.perf_counter()
-    limit = size_or_none(budget, "budget")
-    shard = size_or_none(shard_size, "shard_size")
-    size = size_or_none(part_size, "part_size")
+    limit = size_or_none(options.get("budget"), "budget")
+    shard = size_or_none(options.get("shard_size"), "shard_size")
+    size = size_or_none(options.get("part_size"), "part_size")
+    resume, metadata = options.get("resume", False), options.get("metadata")
     src_path = _shared_path(src, "SRC")
     _shared_path(dst, "DST")
     with opened(src_path) as source:
-        prepared = prepare(transform, source, src_path, dst, format, shard, resume, metadata)
+        prepared = prepare(
+            transform, source, src_path, dst, options.get("format"), shard, resume, metadata
+        )
         resolved, traced, target = prepared.resolved, prepared.traced, prepared.target
         job = prepared.job
         try:
@@ -78,7 +71,7 @@ def convert_on_cluster(
                 staged = stage_output(target, job, partition, source)
                 run = _Run(transform, src_path, partition, staged, workers, json.dumps(job))
                 resumed = len(staged.done)
-                results = _run_parts(client, run, source, progress)
+                results = _run_parts(client, run, source, options.get("progress", True))
         finally:
             target.release()  # the destination's lock, taken by prepare
     return ClusterReport(

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, overload
+from typing import Any, Unpack, overload
 
 import lazyparams.script  # noqa: F401 - the printer: a job is identified by its script text
 from lazyparams.engine.chunking import row_externs, takes_rows
@@ -24,7 +24,7 @@ from lazyparams.engine.destination import (
     job_description,
     source_header_metadata,
 )
-from lazyparams.engine.executor import ExecutorReport, find_executor
+from lazyparams.engine.executor import ExecutorOptions, ExecutorReport, SharedOptions, find_executor
 from lazyparams.engine.fingerprint import DEFAULT_MODE, check_mode
 from lazyparams.engine.format_choice import choose_format, file_metadata, format_notices
 from lazyparams.engine.journal import keeps_partial
@@ -100,23 +100,23 @@ class _Run:
     peak_rss_bytes: int | None
 
 
+class ConvertOptions(SharedOptions, total=False):
+    """The keyword arguments of `convert` with or without a cluster (see `convert`)."""
+
+    verify_resume: str
+    workers: int
+    allow_outside_links: bool
+    notice: Callable[[str], None] | None
+
+
 @overload
 def convert(
     transform: Spec,
     src: Source,
     dst: Any,
     *,
-    budget: int | str | None = ...,
-    format: str | None = ...,
-    shard_size: int | str | None = ...,
-    resume: bool = ...,
-    verify_resume: str = ...,
-    progress: bool = ...,
-    workers: int = ...,
-    metadata: Mapping[str, Any] | None = ...,
     cluster: None = ...,
-    allow_outside_links: bool = ...,
-    notice: Callable[[str], None] | None = ...,
+    **options: Unpack[ConvertOptions],
 ) -> Report: ...
 
 
@@ -126,18 +126,9 @@ def convert(
     src: Source,
     dst: Any,
     *,
-    budget: int | str | None = ...,
-    format: str | None = ...,
-    shard_size: int | str | None = ...,
-    resume: bool = ...,
-    verify_resume: str = ...,
-    progress: bool = ...,
-    workers: int = ...,
-    metadata: Mapping[str, Any] | None = ...,
     cluster: object,
     part_size: int | str | None = ...,
-    allow_outside_links: bool = ...,
-    notice: Callable[[str], None] | None = ...,
+    **options: Unpack[ConvertOptions],
 ) -> ExecutorReport: ...
 
 
@@ -298,7 +289,7 @@ def _on_cluster(
     cluster: object,
     workers: int,
     allow_outside_links: bool,
-    **options: Any,
+    **options: Unpack[ExecutorOptions],
 ) -> ExecutorReport:
     """The conversion as parts on a cluster, by the installed executor (see `executor`)."""
     if cluster is None:

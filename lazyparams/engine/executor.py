@@ -9,9 +9,9 @@ engine only knows this interface, never the layer. Imports the standard library 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from lazyparams.errors import ConvertError
 
@@ -21,29 +21,46 @@ DEFAULT = "dask"
 
 
 class ExecutorReport(Protocol):
-    """What any executor reports of a conversion, as `convert`'s own `Report` does."""
+    """What any executor reports of a conversion: the two peaks, as `convert`'s own `Report`
+    gives them, and `summary()`, plain data (for JSON) that names at least the destination,
+    its files, the bytes read and written, the outputs resumed and the wall time."""
 
-    @property
-    def destination(self) -> str: ...
-    @property
-    def files(self) -> tuple[str, ...]: ...
-    @property
-    def resumed_outputs(self) -> int: ...
-    @property
-    def wall_seconds(self) -> float: ...
     @property
     def predicted_peak_bytes(self) -> int: ...
     @property
     def measured_peak_bytes(self) -> int: ...
-    @property
-    def bytes_read(self) -> int: ...
-    @property
-    def bytes_written(self) -> int: ...
     def summary(self) -> dict[str, Any]: ...
 
 
-Executor = Callable[..., ExecutorReport]
-"""`executor(transform, src, dst, *, cluster, **options) -> ExecutorReport`."""
+class SharedOptions(TypedDict, total=False):
+    """The options of `convert` that an executor takes too (see `convert` for each)."""
+
+    budget: int | str | None
+    format: str | None
+    shard_size: int | str | None
+    resume: bool
+    progress: bool
+    metadata: Mapping[str, Any] | None
+
+
+class ExecutorOptions(SharedOptions, total=False):
+    """What `convert` hands an executor besides the cluster."""
+
+    part_size: int | str | None
+
+
+class Executor(Protocol):
+    """`executor(transform, src, dst, *, cluster, **options)`: a conversion run elsewhere."""
+
+    def __call__(
+        self,
+        transform: Any,
+        src: Any,
+        dst: Any,
+        *,
+        cluster: Any,
+        **options: Unpack[ExecutorOptions],
+    ) -> ExecutorReport: ...
 
 
 def find_executor(name: str = DEFAULT) -> Executor:
@@ -64,4 +81,12 @@ def find_executor(name: str = DEFAULT) -> Executor:
     return executor
 
 
-__all__ = ["DEFAULT", "GROUP", "Executor", "ExecutorReport", "find_executor"]
+__all__ = [
+    "DEFAULT",
+    "GROUP",
+    "Executor",
+    "ExecutorOptions",
+    "ExecutorReport",
+    "SharedOptions",
+    "find_executor",
+]
