@@ -8,7 +8,7 @@ Imports `ir` and the frontend's own modules.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 from lazyparams.frontend.location import trace_error
@@ -37,6 +37,25 @@ def _layout(sinfo: StructInfo) -> tuple[tuple[int, ...], DType]:
 
 
 _BINARY = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
+_NO_COMPARISON = "comparisons are not traceable"
+
+
+def _arithmetic(symbol: str, reflected: bool = False) -> Callable[[Tensor, Any], Tensor]:
+    """The operator method `self <symbol> other` (`other <symbol> self` where reflected)."""
+
+    def method(self: Tensor, other: Any) -> Tensor:
+        return binary(symbol, other, self) if reflected else binary(symbol, self, other)
+
+    return method
+
+
+def _refused(symbol: str, why: str) -> Callable[[Tensor, object], NoReturn]:
+    """An operator method that refuses `symbol` at the user's line, saying why."""
+
+    def method(self: Tensor, other: object) -> NoReturn:
+        _unsupported(symbol, why)
+
+    return method
 
 
 class Tensor:
@@ -123,29 +142,14 @@ class Tensor:
 
     # Arithmetic ------------------------------------------------------------------------------
 
-    def __add__(self, other: Any) -> Tensor:
-        return binary("+", self, other)
-
-    def __radd__(self, other: Any) -> Tensor:
-        return binary("+", other, self)
-
-    def __sub__(self, other: Any) -> Tensor:
-        return binary("-", self, other)
-
-    def __rsub__(self, other: Any) -> Tensor:
-        return binary("-", other, self)
-
-    def __mul__(self, other: Any) -> Tensor:
-        return binary("*", self, other)
-
-    def __rmul__(self, other: Any) -> Tensor:
-        return binary("*", other, self)
-
-    def __truediv__(self, other: Any) -> Tensor:
-        return binary("/", self, other)
-
-    def __rtruediv__(self, other: Any) -> Tensor:
-        return binary("/", other, self)
+    __add__ = _arithmetic("+")
+    __radd__ = _arithmetic("+", reflected=True)
+    __sub__ = _arithmetic("-")
+    __rsub__ = _arithmetic("-", reflected=True)
+    __mul__ = _arithmetic("*")
+    __rmul__ = _arithmetic("*", reflected=True)
+    __truediv__ = _arithmetic("/")
+    __rtruediv__ = _arithmetic("/", reflected=True)
 
     def __matmul__(self, other: Any) -> Tensor:
         from lazyparams.frontend import ops
@@ -185,32 +189,15 @@ class Tensor:
     # Identity hashing stays, so tensors can key dicts; == would mean an elementwise mask.
     __hash__ = object.__hash__
 
-    def __eq__(self, other: object) -> NoReturn:
-        _unsupported("==", "comparisons are not traceable")
-
-    def __ne__(self, other: object) -> NoReturn:
-        _unsupported("!=", "comparisons are not traceable")
-
-    def __lt__(self, other: Any) -> NoReturn:
-        _unsupported("<", "comparisons are not traceable")
-
-    def __le__(self, other: Any) -> NoReturn:
-        _unsupported("<=", "comparisons are not traceable")
-
-    def __gt__(self, other: Any) -> NoReturn:
-        _unsupported(">", "comparisons are not traceable")
-
-    def __ge__(self, other: Any) -> NoReturn:
-        _unsupported(">=", "comparisons are not traceable")
-
-    def __floordiv__(self, other: Any) -> NoReturn:
-        _unsupported("//", "floor division is not among the traceable operations")
-
-    def __mod__(self, other: Any) -> NoReturn:
-        _unsupported("%", "modulo is not among the traceable operations")
-
-    def __pow__(self, other: Any) -> NoReturn:
-        _unsupported("**", "powers are not among the traceable operations")
+    __eq__ = _refused("==", _NO_COMPARISON)
+    __ne__ = _refused("!=", _NO_COMPARISON)
+    __lt__ = _refused("<", _NO_COMPARISON)
+    __le__ = _refused("<=", _NO_COMPARISON)
+    __gt__ = _refused(">", _NO_COMPARISON)
+    __ge__ = _refused(">=", _NO_COMPARISON)
+    __floordiv__ = _refused("//", "floor division is not among the traceable operations")
+    __mod__ = _refused("%", "modulo is not among the traceable operations")
+    __pow__ = _refused("**", "powers are not among the traceable operations")
 
     def __setitem__(self, key: Any, value: Any) -> NoReturn:
         _unsupported("item assignment", "traced tensors are immutable; build a new one")
