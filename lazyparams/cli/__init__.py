@@ -14,7 +14,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from lazyparams.errors import ConvertError, LazyParamsError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from lazyparams.engine.executor import ExecutorReport
 
@@ -45,10 +46,7 @@ def _run_plan(args: argparse.Namespace, out: Console) -> int:
         workers=args.workers,
         allow_outside_links=args.allow_outside_links,
     )
-    if args.json:
-        _print_json(the_plan.summary())
-    else:
-        out.print(plan_table(the_plan))
+    _print_result(args, out, the_plan, plan_table)
     reason = the_plan.budget_message
     if reason is not None:
         _error(reason)
@@ -70,11 +68,7 @@ def _run_partition(args: argparse.Namespace, out: Console) -> int:
         shard_size=args.shard_size,
         budget=args.budget,
     )
-    if args.json:
-        _print_json(parts.summary())
-    else:
-        out.print(partition_table(parts))
-        out.print(parts_table(parts))
+    _print_result(args, out, parts, partition_table, parts_table)
     parts.check_budget()
     return 0
 
@@ -183,6 +177,17 @@ def _check_argument_order(args: argparse.Namespace) -> None:
             f"{src}: no such file or folder, and SPEC {spec!r} is one: SPEC comes first, then "
             f"SRC; expected `lazyparams {args.command} {src} {spec} ...`"
         )
+
+
+def _print_result(
+    args: argparse.Namespace, out: Console, result: Any, *tables: Callable[[Any], Table]
+) -> None:
+    """`result` as JSON with --json, else as each of `tables` made of it."""
+    if args.json:
+        _print_json(result.summary())
+        return
+    for table in tables:
+        out.print(table(result))
 
 
 def _print_json(summary: Any) -> None:
