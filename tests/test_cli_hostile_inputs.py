@@ -15,6 +15,7 @@ from safetensors.numpy import save_file
 
 from lazyparams.cli import main
 from tests.engine.helpers import run_cli
+from tests.io.conftest import _messages_show_no_object_repr  # noqa: F401 - autouse: no repr in errors
 
 INDEX = "model.safetensors.index.json"
 
