@@ -19,6 +19,7 @@ from lazyparams.engine.compile import function_of, names_of, output_infos, trace
 from lazyparams.engine.grouping import Unit, find_units, unit_module
 from lazyparams.engine.plan import (
     Plan,
+    ReadsWrites,
     Source,
     Spec,
     build_plan,
@@ -40,7 +41,7 @@ PARTS_PER_WORKER = 4
 
 
 @dataclass(frozen=True, slots=True)
-class Part:
+class Part(ReadsWrites):
     """Outputs one task writes: its units, what it reads and writes, and its predicted peak.
 
     `bytes_in` counts every read of the part's units, so an input two parts share is counted
@@ -53,16 +54,6 @@ class Part:
     inputs: tuple[TensorInfo, ...]
     predicted_peak_bytes: int
     peak_output: str
-
-    @property
-    def bytes_in(self) -> int:
-        """Bytes the part reads."""
-        return sum(info.nbytes for info in self.inputs)
-
-    @property
-    def bytes_out(self) -> int:
-        """Bytes the part writes."""
-        return sum(info.nbytes for info in self.outputs)
 
     @property
     def work_bytes(self) -> int:
@@ -110,15 +101,15 @@ class Partition:
         return sum(part.bytes_in for part in self.parts)
 
     @property
-    def bytes_out(self) -> int:
-        """Bytes all parts write (each output once)."""
-        return sum(part.bytes_out for part in self.parts)
-
-    @property
     def duplicated_bytes(self) -> int:
         """Bytes read more than once: read by several units, as no part could hold them all."""
         once = {info.name: info.nbytes for part in self.parts for info in part.inputs}
         return self.bytes_in - sum(once.values())
+
+    @property
+    def bytes_out(self) -> int:
+        """Bytes all parts write (each output once)."""
+        return sum(part.bytes_out for part in self.parts)
 
     @property
     def predicted_peak_bytes(self) -> int:

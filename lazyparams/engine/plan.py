@@ -53,8 +53,26 @@ parallel model's `REORDERABLE` (get_item, set_item), calls of distinct ones, whi
 run in any order and at once."""
 
 
+class ReadsWrites:
+    """`bytes_in` and `bytes_out` of a record listing the tensors it reads and writes."""
+
+    __slots__ = ()
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+
+    @property
+    def bytes_in(self) -> int:
+        """Bytes read from the source: each listed input once."""
+        return sum(info.nbytes for info in self.inputs)
+
+    @property
+    def bytes_out(self) -> int:
+        """Bytes written to the destination."""
+        return sum(info.nbytes for info in self.outputs)
+
+
 @dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(ReadsWrites):
     """A compiled conversion: the lazy module, what it reads and writes, and its memory.
 
     `predicted_peak_bytes` is the lazy function's peak as the VM meters it; with `workers` > 1
@@ -130,16 +148,6 @@ class Plan:
     def chunked_outputs(self) -> tuple[str, ...]:
         """The outputs computed and written in blocks of rows, to fit the budget."""
         return row_outputs(self.module)
-
-    @property
-    def bytes_in(self) -> int:
-        """Bytes read from the source (each input the transform needs, once)."""
-        return sum(info.nbytes for info in self.inputs)
-
-    @property
-    def bytes_out(self) -> int:
-        """Bytes written to the destination."""
-        return sum(info.nbytes for info in self.outputs)
 
     @property
     def fits(self) -> bool:
