@@ -40,13 +40,19 @@ _BINARY = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
 _NO_COMPARISON = "comparisons are not traceable"
 
 
-def _arithmetic(symbol: str, reflected: bool = False) -> Callable[[Tensor, Any], Tensor]:
-    """The operator method `self <symbol> other` (`other <symbol> self` where reflected)."""
+_Method = Callable[["Tensor", Any], "Tensor"]
 
-    def method(self: Tensor, other: Any) -> Tensor:
-        return binary(symbol, other, self) if reflected else binary(symbol, self, other)
 
-    return method
+def _arithmetic(symbol: str) -> tuple[_Method, _Method]:
+    """The operator methods `self <symbol> other` and its reflection `other <symbol> self`."""
+
+    def forward(self: Tensor, other: Any) -> Tensor:
+        return binary(symbol, self, other)
+
+    def reflected(self: Tensor, other: Any) -> Tensor:
+        return binary(symbol, other, self)
+
+    return forward, reflected
 
 
 def _refused(symbol: str, why: str) -> Callable[[Tensor, object], NoReturn]:
@@ -142,14 +148,10 @@ class Tensor:
 
     # Arithmetic ------------------------------------------------------------------------------
 
-    __add__ = _arithmetic("+")
-    __radd__ = _arithmetic("+", reflected=True)
-    __sub__ = _arithmetic("-")
-    __rsub__ = _arithmetic("-", reflected=True)
-    __mul__ = _arithmetic("*")
-    __rmul__ = _arithmetic("*", reflected=True)
-    __truediv__ = _arithmetic("/")
-    __rtruediv__ = _arithmetic("/", reflected=True)
+    __add__, __radd__ = _arithmetic("+")
+    __sub__, __rsub__ = _arithmetic("-")
+    __mul__, __rmul__ = _arithmetic("*")
+    __truediv__, __rtruediv__ = _arithmetic("/")
 
     def __matmul__(self, other: Any) -> Tensor:
         from lazyparams.frontend import ops

@@ -10,10 +10,28 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypeAlias
 
 from lazyparams.errors import StructInfoError
 from lazyparams.ir.dtype import is_float
+
+_Operand: TypeAlias = "PrimExpr | int | float"
+
+
+_Method: TypeAlias = "Callable[[PrimExpr, _Operand], PrimExpr]"
+
+
+def _folding(symbol: str) -> tuple[_Method, _Method]:
+    """The operator methods `self <symbol> other` and its reflection `other <symbol> self`."""
+    # the node classes are defined below this base; they are found by spelling when called
+
+    def forward(self: PrimExpr, other: _Operand) -> PrimExpr:
+        return _fold(_NODE_OF_SYMBOL[symbol], self, other)
+
+    def reflected(self: PrimExpr, other: _Operand) -> PrimExpr:
+        return _fold(_NODE_OF_SYMBOL[symbol], other, self)
+
+    return forward, reflected
 
 
 class PrimExpr(ABC):
@@ -26,29 +44,11 @@ class PrimExpr(ABC):
     def dtype(self) -> str:
         """The scalar dtype this expression evaluates to."""
 
-    def __add__(self, other: PrimExpr | int | float) -> PrimExpr:
-        return _fold(Add, self, other)
-
-    def __radd__(self, other: PrimExpr | int | float) -> PrimExpr:
-        return _fold(Add, other, self)
-
-    def __sub__(self, other: PrimExpr | int | float) -> PrimExpr:
-        return _fold(Sub, self, other)
-
-    def __rsub__(self, other: PrimExpr | int | float) -> PrimExpr:
-        return _fold(Sub, other, self)
-
-    def __mul__(self, other: PrimExpr | int | float) -> PrimExpr:
-        return _fold(Mul, self, other)
-
-    def __rmul__(self, other: PrimExpr | int | float) -> PrimExpr:
-        return _fold(Mul, other, self)
-
-    def __floordiv__(self, other: PrimExpr | int) -> PrimExpr:
-        return _fold(FloorDiv, self, other)
-
-    def __mod__(self, other: PrimExpr | int) -> PrimExpr:
-        return _fold(FloorMod, self, other)
+    __add__, __radd__ = _folding("+")
+    __sub__, __rsub__ = _folding("-")
+    __mul__, __rmul__ = _folding("*")
+    __floordiv__ = _folding("//")[0]
+    __mod__ = _folding("%")[0]
 
     def __neg__(self) -> PrimExpr:
         return _fold(Sub, 0, self)
@@ -69,28 +69,31 @@ class PrimVar(PrimExpr):
         return f"PrimVar({self.name!r})"
 
 
+class _Immediate(PrimExpr):
+    """Base of numeric constants, whose dtype is a field."""
+
+    __slots__ = ()
+    imm_dtype: str
+
+    @property
+    def dtype(self) -> str:
+        return self.imm_dtype
+
+
 @dataclass(frozen=True, slots=True)
-class IntImm(PrimExpr):
+class IntImm(_Immediate):
     """An integer (or bool) constant."""
 
     value: int
     imm_dtype: str = "int64"
 
-    @property
-    def dtype(self) -> str:
-        return self.imm_dtype
-
 
 @dataclass(frozen=True, slots=True)
-class FloatImm(PrimExpr):
+class FloatImm(_Immediate):
     """A floating-point constant."""
 
     value: float
     imm_dtype: str = "float32"
-
-    @property
-    def dtype(self) -> str:
-        return self.imm_dtype
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,52 +125,8 @@ class BinaryOp(PrimExpr):
         return self.a.dtype
 
 
-class Add(BinaryOp):
-    __slots__ = ()
-    symbol = "+"
-
-
-class Sub(BinaryOp):
-    __slots__ = ()
-    symbol = "-"
-
-
-class Mul(BinaryOp):
-    __slots__ = ()
-    symbol = "*"
-
-
-class Div(BinaryOp):
-    """True division (floats)."""
-
-    __slots__ = ()
-    symbol = "/"
-
-
-class FloorDiv(BinaryOp):
-    __slots__ = ()
-    symbol = "//"
-    script_name = "floordiv"
-
-
-class FloorMod(BinaryOp):
-    __slots__ = ()
-    symbol = "%"
-    script_name = "floormod"
-
-
-class Min(BinaryOp):
-    __slots__ = ()
-    script_name = "min"
-
-
-class Max(BinaryOp):
-    __slots__ = ()
-    script_name = "max"
-
-
-class CmpOp(BinaryOp):
-    """Base of comparisons and logical connectives; their dtype is bool."""
+class _Predicate(PrimExpr):
+    """Base of nodes whose dtype is bool: comparisons, connectives and negation."""
 
     __slots__ = ()
 
@@ -176,67 +135,45 @@ class CmpOp(BinaryOp):
         return "bool"
 
 
-class EQ(CmpOp):
+class CmpOp(_Predicate, BinaryOp):
+    """Base of comparisons and logical connectives."""
+
     __slots__ = ()
-    symbol = "=="
 
 
-class NE(CmpOp):
-    __slots__ = ()
-    symbol = "!="
+def _binary_op(
+    name: str, symbol: str | None, script_name: str = "", base: type[BinaryOp] = BinaryOp
+) -> type[BinaryOp]:
+    """A two-operand node class: `base` with its spellings (infix, and `T.<name>` where the
+    script calls it) and no fields of its own."""
+    spellings = {"symbol": symbol, "script_name": script_name}
+    namespace = {"__slots__": (), "__module__": __name__, "__qualname__": name, **spellings}
+    return type(name, (base,), namespace)
 
 
-class LT(CmpOp):
-    __slots__ = ()
-    symbol = "<"
-
-
-class LE(CmpOp):
-    __slots__ = ()
-    symbol = "<="
-
-
-class GT(CmpOp):
-    __slots__ = ()
-    symbol = ">"
-
-
-class GE(CmpOp):
-    __slots__ = ()
-    symbol = ">="
-
-
-class And(CmpOp):
-    __slots__ = ()
-    symbol = "and"
-
-
-class Or(CmpOp):
-    __slots__ = ()
-    symbol = "or"
+Add = _binary_op("Add", "+")
+Sub = _binary_op("Sub", "-")
+Mul = _binary_op("Mul", "*")
+Div = _binary_op("Div", "/")  # true division (floats)
+FloorDiv = _binary_op("FloorDiv", "//", "floordiv")
+FloorMod = _binary_op("FloorMod", "%", "floormod")
+Min = _binary_op("Min", None, "min")
+Max = _binary_op("Max", None, "max")
+EQ = _binary_op("EQ", "==", base=CmpOp)
+NE = _binary_op("NE", "!=", base=CmpOp)
+LT = _binary_op("LT", "<", base=CmpOp)
+LE = _binary_op("LE", "<=", base=CmpOp)
+GT = _binary_op("GT", ">", base=CmpOp)
+GE = _binary_op("GE", ">=", base=CmpOp)
+And = _binary_op("And", "and", base=CmpOp)
+Or = _binary_op("Or", "or", base=CmpOp)
 
 
 @dataclass(frozen=True, slots=True)
-class Not(PrimExpr):
+class Not(_Predicate):
     """Logical negation."""
 
     a: PrimExpr
-
-    @property
-    def dtype(self) -> str:
-        return "bool"
-
-
-@dataclass(frozen=True, slots=True)
-class Cast(PrimExpr):
-    """Conversion of a scalar to another dtype (float to int truncates toward zero)."""
-
-    target_dtype: str
-    value: PrimExpr
-
-    @property
-    def dtype(self) -> str:
-        return self.target_dtype
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +187,18 @@ class Select(PrimExpr):
     @property
     def dtype(self) -> str:
         return self.true_value.dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Cast(PrimExpr):
+    """Conversion of a scalar to another dtype (float to int truncates toward zero)."""
+
+    target_dtype: str
+    value: PrimExpr
+
+    @property
+    def dtype(self) -> str:
+        return self.target_dtype
 
 
 INTRINSICS: dict[str, int] = {
@@ -284,6 +233,8 @@ BINARY_OPS: tuple[type[BinaryOp], ...] = (
     Add, Sub, Mul, Div, FloorDiv, FloorMod, Min, Max, EQ, NE, LT, LE, GT, GE, And, Or
 )  # fmt: skip
 """Every two-operand node class; the parser builds its operator tables from their spellings."""
+
+_NODE_OF_SYMBOL = {op.symbol: op for op in BINARY_OPS if op.symbol is not None}
 
 
 def operands(expr: PrimExpr) -> tuple[PrimExpr, ...]:
