@@ -73,15 +73,15 @@ class OutputFormat:
 
     name: str
     """What `--format` and `format=` accept."""
-    metadata: Metadata
-    """What the format keeps besides tensors."""
     writes: str
     """What a destination of this format is, for help and messages ("one .npz archive")."""
     suffixes: tuple[str, ...]
     """The destination suffixes that name the format (lower case; one format each)."""
     check: Check
     """Refuses, before any data, an output the format cannot store (its name or dtype)."""
-    writer: Writer
+    metadata: Metadata = Metadata.NONE
+    """What the format keeps besides tensors."""
+    writer: Writer = Writer.SLOTS
     lay_out: LayOut | None = None
     """Where each tensor goes (for `Writer.SLOTS`)."""
     files: Files = one_file

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lazyparams.io.base import TensorInfo
-from lazyparams.io.output_formats import LayoutOptions, Metadata, OutputFormat, Writer, io_sink
+from lazyparams.io.output_formats import LayoutOptions, Metadata, OutputFormat, io_sink
 from lazyparams.io.output_layout import Layout, Slot
 from lazyparams.io.output_names import check_gguf_names
 
@@ -65,7 +65,6 @@ FORMAT = OutputFormat(
     writes="a GGUF file (metadata and tokenizer included)",
     check=check,
     metadata=Metadata.GGUF,
-    writer=Writer.SLOTS,
     lay_out=lay_out,
     files=files,
     shardable=True,

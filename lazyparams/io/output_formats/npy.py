@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import TensorInfo
-from lazyparams.io.output_formats import LayoutOptions, Metadata, OutputFormat, Writer, io_sink
+from lazyparams.io.output_formats import LayoutOptions, OutputFormat, io_sink
 from lazyparams.io.output_layout import FOLDER, Layout, Slot
 from lazyparams.io.output_names import check_file_names
 
@@ -83,8 +83,6 @@ FORMAT = OutputFormat(
     suffixes=(".npy",),
     writes="a folder of .npy files, one per tensor (or one .npy file for one tensor)",
     check=check,
-    metadata=Metadata.NONE,
-    writer=Writer.SLOTS,
     lay_out=lay_out,
     sink=io_sink("numpy_sink", "NpyFolderSink"),
     check_path=check_path,

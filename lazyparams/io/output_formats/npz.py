@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lazyparams.io.base import TensorInfo
-from lazyparams.io.output_formats import LayoutOptions, Metadata, OutputFormat, Writer, io_sink
+from lazyparams.io.output_formats import LayoutOptions, OutputFormat, io_sink
 from lazyparams.io.output_layout import Layout, stored_zip
 from lazyparams.io.output_names import check_member_names
 
@@ -40,8 +40,6 @@ FORMAT = OutputFormat(
     suffixes=(".npz",),
     writes="one .npz archive",
     check=check,
-    metadata=Metadata.NONE,
-    writer=Writer.SLOTS,
     lay_out=lay_out,
     sink=io_sink("numpy_sink", "NpzSink"),
 )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lazyparams.errors import CheckpointError
 from lazyparams.io.base import TensorInfo
-from lazyparams.io.output_formats import LayoutOptions, Metadata, OutputFormat, Writer
+from lazyparams.io.output_formats import LayoutOptions, OutputFormat
 from lazyparams.io.output_layout import Layout, stored_zip
 from lazyparams.io.output_names import check_text_names
 
@@ -140,7 +140,5 @@ FORMAT = OutputFormat(
     suffixes=(".bin", ".pt", ".pth"),
     writes="a PyTorch state dict (torch.save's zip format)",
     check=check,
-    metadata=Metadata.NONE,
-    writer=Writer.SLOTS,
     lay_out=lay_out,
 )
