@@ -60,7 +60,29 @@ def _method(expr: Expr) -> str:
     return name
 
 
-class ExprVisitor:
+class _BindingWalk:
+    """The walk over a block's bindings that the visitor and the mutator share."""
+
+    def visit_binding_block(self, block: BindingBlock) -> None:
+        """Visit every binding of a block, in order (a mutator re-emits each into its builder)."""
+        for binding in block.bindings:
+            self.visit_binding(binding)
+
+    def visit_binding(self, binding: Binding) -> None:
+        """Dispatch on the binding kind."""
+        if isinstance(binding, MatchCast):
+            self.visit_match_cast_(binding)
+        elif isinstance(binding, VarBinding):
+            self.visit_var_binding_(binding)
+
+    def visit_var_binding_(self, binding: VarBinding) -> None:
+        raise NotImplementedError
+
+    def visit_match_cast_(self, binding: MatchCast) -> None:
+        raise NotImplementedError
+
+
+class ExprVisitor(_BindingWalk):
     """Walks an expression tree in evaluation order; override `visit_*_` hooks to observe."""
 
     def visit_expr(self, expr: Expr) -> None:
@@ -126,18 +148,6 @@ class ExprVisitor:
         self.visit_expr(node.true_branch)
         self.visit_expr(node.false_branch)
 
-    def visit_binding_block(self, block: BindingBlock) -> None:
-        """Visit every binding of a block, in order."""
-        for binding in block.bindings:
-            self.visit_binding(binding)
-
-    def visit_binding(self, binding: Binding) -> None:
-        """Visit a binding's value, then its var definition."""
-        if isinstance(binding, MatchCast):
-            self.visit_match_cast_(binding)
-        elif isinstance(binding, VarBinding):
-            self.visit_var_binding_(binding)
-
     def visit_var_binding_(self, binding: VarBinding) -> None:
         self.visit_expr(binding.value)
         self.visit_var_def(binding.var)
@@ -147,7 +157,7 @@ class ExprVisitor:
         self.visit_var_def(binding.var)
 
 
-class ExprMutator:
+class ExprMutator(_BindingWalk):
     """Rebuilds an expression, re-emitting bindings through `self.builder`.
 
     A binding whose value is unchanged keeps its var; one whose value changed gets a new var of
@@ -225,18 +235,6 @@ class ExprMutator:
             result = self.visit_expr(branch)
         assert isinstance(result, SeqExpr)
         return result
-
-    def visit_binding_block(self, block: BindingBlock) -> None:
-        """Re-emit every binding of `block` into the builder's open block."""
-        for binding in block.bindings:
-            self.visit_binding(binding)
-
-    def visit_binding(self, binding: Binding) -> None:
-        """Dispatch on the binding kind."""
-        if isinstance(binding, MatchCast):
-            self.visit_match_cast_(binding)
-        elif isinstance(binding, VarBinding):
-            self.visit_var_binding_(binding)
 
     def visit_var_binding_(self, binding: VarBinding) -> None:
         value = self.visit_expr(binding.value)
