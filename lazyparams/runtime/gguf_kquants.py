@@ -142,9 +142,12 @@ def _q3_scales(levels: Array) -> Array:
     return packed
 
 
-def _q45_scales(blocks: Array, nmax: int, rmin: float, nstep: int) -> tuple[Array, ...]:
+def _q45_blocks(
+    blocks: Array, type_name: str, nmax: int, rmin: float, nstep: int
+) -> tuple[Array, Array]:
     """The shared part of block_q4_K and block_q5_K: 8 sub-blocks of 32 fitted with a min,
-    6-bit scale and min codes. Returns (final codes (B, 256), packed scales, d and dmin bits)."""
+    6-bit scale and min codes. Returns the final codes as (B, 4, 2, 32) pairs of sub-blocks,
+    and the output blocks with their 16-byte head (d and dmin bits, packed scales) written."""
     nb = blocks.shape[0]
     cols = _columns(blocks, 32)
     rms = np.sqrt(seqsum(cols * cols) / F32(32.0))
@@ -160,10 +163,10 @@ def _q45_scales(blocks: Array, nmax: int, rmin: float, nstep: int) -> tuple[Arra
     dm = _unhalf(dmin16)[:, None] * lm.astype(F32)
     sub = blocks.reshape(nb, 8, 32)
     final = _requantize(sub, _rows(codes, nb).reshape(nb, 8, 32), d, dm, 0, nmax)
-    head = np.empty((nb, 16), np.uint8)
-    head[:, :4] = np.stack([d16, dmin16], 1).view(np.uint8)
-    head[:, 4:] = _k4_scales(ls, lm)
-    return final.reshape(nb, QK), head
+    out = np.empty((nb, TYPE_SIZE[type_name]), np.uint8)
+    out[:, :4] = np.stack([d16, dmin16], 1).view(np.uint8)
+    out[:, 4:16] = _k4_scales(ls, lm)
+    return final.reshape(nb, 4, 2, 32), out
 
 
 def _k4_scales(ls: Array, lm: Array) -> Array:
@@ -177,20 +180,14 @@ def _k4_scales(ls: Array, lm: Array) -> Array:
 
 def _q4_k(blocks: Array) -> Array:
     """block_q4_K: 8 sub-blocks of 32, 4-bit codes with 6-bit scales and mins."""
-    codes, head = _q45_scales(blocks, 15, -1.0, 20)
-    c = codes.reshape(-1, 4, 2, 32)
-    out = np.empty((blocks.shape[0], TYPE_SIZE["q4_k"]), np.uint8)
-    out[:, :16] = head
+    c, out = _q45_blocks(blocks, "q4_k", 15, -1.0, 20)
     out[:, 16:] = (c[:, :, 0] | (c[:, :, 1] << 4)).reshape(-1, 128)
     return out
 
 
 def _q5_k(blocks: Array) -> Array:
     """block_q5_K: as q4_K with a fifth bit per code in qh."""
-    codes, head = _q45_scales(blocks, 31, -0.5, 15)
-    c = codes.reshape(-1, 4, 2, 32)
-    out = np.empty((blocks.shape[0], TYPE_SIZE["q5_k"]), np.uint8)
-    out[:, :16] = head
+    c, out = _q45_blocks(blocks, "q5_k", 31, -0.5, 15)
     out[:, 16:48] = _join_bits([c[:, k // 2, k % 2] >> 4 for k in range(8)], 1)
     low = c & 0xF
     out[:, 48:] = (low[:, :, 0] | (low[:, :, 1] << 4)).reshape(-1, 128)
