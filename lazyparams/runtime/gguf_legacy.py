@@ -25,6 +25,9 @@ Array = np.ndarray[Any, Any]
 QK = 32
 """Values a block of every legacy type."""
 
+TYPE_SIZE = {"q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24, "q8_0": 34}
+"""Bytes a block of each legacy type."""
+
 CHUNK_BLOCKS = 4096
 """Blocks the numpy loops take at a time."""
 
@@ -154,21 +157,12 @@ def _q5_1_blocks(cols: Array) -> Array:
     return np.concatenate(parts, axis=1)
 
 
-_BLOCK_QUANTIZERS: dict[str, tuple[Callable[[Array], Array], int]] = {
-    "q4_0": (_q4_0_blocks, 18),
-    "q4_1": (_q4_1_blocks, 20),
-    "q5_0": (_q5_0_blocks, 22),
-    "q5_1": (_q5_1_blocks, 24),
-    "q8_0": (_q8_0_blocks, 34),
-}
-
-
 def quantize_rows(type_name: str, x: Array) -> Array:
     """The `type_name` bytes (rows, n / 32 * type size) of the float32 rows `x` (n a multiple
     of 32; RuntimeExecError for anything else, as the k-quants' QUANTIZE)."""
     check_float_rows(x, type_name, QK)
     rows = np.ascontiguousarray(x)
-    out = np.empty((rows.shape[0], rows.shape[1] // QK * _BLOCK_QUANTIZERS[type_name][1]), np.uint8)
+    out = np.empty((rows.shape[0], rows.shape[1] // QK * TYPE_SIZE[type_name]), np.uint8)
     quantize_rows_into(type_name, rows, out)
     return out
 
@@ -194,8 +188,8 @@ def quantize_rows_into(type_name: str, rows: Array, out: Array, offset: int = 0)
 
 def _numpy_rows_into(type_name: str, rows: Array, out: Array) -> None:
     """The numpy quantizer, `CHUNK_BLOCKS` blocks at a time (its temporaries stay small)."""
-    blocks_of, size = _BLOCK_QUANTIZERS[type_name]
-    blocks, dest = rows.reshape(-1, QK), out.reshape(-1, size)
+    blocks_of = _CODECS[type_name][0]
+    blocks, dest = rows.reshape(-1, QK), out.reshape(-1, TYPE_SIZE[type_name])
     with np.errstate(invalid="ignore", over="ignore"):
         for first in range(0, blocks.shape[0], CHUNK_BLOCKS):
             cols = np.ascontiguousarray(blocks[first : first + CHUNK_BLOCKS].T)
@@ -244,19 +238,10 @@ def _q5_1_values(b: Array) -> Array:
     return _halves(b[:, :2]) * codes.astype(_F32) + _halves(b[:, 2:4])
 
 
-_BLOCK_DEQUANTIZERS: dict[str, tuple[Callable[[Array], Array], int]] = {
-    "q4_0": (_q4_0_values, 18),
-    "q4_1": (_q4_1_values, 20),
-    "q5_0": (_q5_0_values, 22),
-    "q5_1": (_q5_1_values, 24),
-    "q8_0": (_q8_0_values, 34),
-}
-
-
 def dequantize_rows(type_name: str, q: Array, n: int) -> Array:
     """The float32 rows (rows, n) the `type_name` bytes `q` (uint8 rows, n / 32 * size) stand
     for (RuntimeExecError for anything else, as the k-quants' DEQUANTIZE)."""
-    values_of, size = _BLOCK_DEQUANTIZERS[type_name]
+    values_of, size = _CODECS[type_name][1], TYPE_SIZE[type_name]
     check_block_rows(q, n, type_name, QK, size)
     blocks = np.ascontiguousarray(q).reshape(-1, size)
     out = np.empty((q.shape[0], n), _F32)
@@ -267,5 +252,14 @@ def dequantize_rows(type_name: str, q: Array, n: int) -> Array:
     return out
 
 
-TYPES: tuple[str, ...] = tuple(_BLOCK_QUANTIZERS)
+_CODECS: dict[str, tuple[Callable[[Array], Array], Callable[[Array], Array]]] = {
+    "q4_0": (_q4_0_blocks, _q4_0_values),
+    "q4_1": (_q4_1_blocks, _q4_1_values),
+    "q5_0": (_q5_0_blocks, _q5_0_values),
+    "q5_1": (_q5_1_blocks, _q5_1_values),
+    "q8_0": (_q8_0_blocks, _q8_0_values),
+}
+"""Each legacy type's numpy quantizer (float32 columns -> blocks) and dequantizer."""
+
+TYPES: tuple[str, ...] = tuple(TYPE_SIZE)
 """The legacy block types this module quantizes and dequantizes."""
