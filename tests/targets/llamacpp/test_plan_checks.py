@@ -91,5 +91,5 @@ def test_the_partitioned_plan_refuses_it_too(tmp_path: Path) -> None:
     from lazyparams.engine.partition import partition
 
     folder = _model(tmp_path, None)
-    with pytest.raises(LazyParamsError, match="tokenizer.json: not found"):
+    with pytest.raises(LazyParamsError, match=r"tokenizer\.json: not found"):
         partition("gguf", folder, workers=2)
