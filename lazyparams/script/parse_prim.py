@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from lazyparams.errors import StructInfoError
 from lazyparams.ir.dtype import canonical_dtype, is_dtype, is_float
@@ -69,13 +69,25 @@ def _is_float_call(node: ast.AST) -> bool:
     )
 
 
-def literal(src: Source, node: ast.AST, what: str) -> Any:
-    """A static value: number, string, None, or a list, tuple or dict of them."""
+NO_SCALAR: Final = object()
+"""What `scalar_literal` gives for a node that is not a number, string or None."""
+
+
+def scalar_literal(node: ast.AST) -> Any:
+    """A number, string or None written in place, or `NO_SCALAR`."""
     value = number(node)
     if value is not None:
         return value
     if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, str)):
         return node.value
+    return NO_SCALAR
+
+
+def literal(src: Source, node: ast.AST, what: str) -> Any:
+    """A static value: number, string, None, or a list, tuple or dict of them."""
+    value = scalar_literal(node)
+    if value is not NO_SCALAR:
+        return value
     if isinstance(node, ast.List | ast.Tuple):
         items = [literal(src, e, what) for e in node.elts]
         return items if isinstance(node, ast.List) else tuple(items)

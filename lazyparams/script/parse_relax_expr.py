@@ -35,7 +35,14 @@ from lazyparams.ir.struct_info import (
     TupleStructInfo,
 )
 from lazyparams.op import SINFO_ARG_KEYWORDS, call_pure_packed, const, describe, make_call
-from lazyparams.script.parse_prim import SymParser, dtype_arg, literal, number
+from lazyparams.script.parse_prim import (
+    NO_SCALAR,
+    SymParser,
+    dtype_arg,
+    literal,
+    number,
+    scalar_literal,
+)
 from lazyparams.script.parse_sinfo import SInfoParser, bool_arg
 from lazyparams.script.source import Source, bind_call, show
 
@@ -250,11 +257,9 @@ class RelaxExprParser:
 
     def attr(self, node: ast.AST) -> Any:
         """A static attr value: literal, list of them, symbolic dim expression or R.shape."""
-        value = number(node)
-        if value is not None:
+        value = scalar_literal(node)
+        if value is not NO_SCALAR:
             return value
-        if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, str)):
-            return node.value
         if isinstance(node, ast.List | ast.Tuple):
             return tuple(self.attr(e) for e in node.elts)
         if self.src.callee(node) == "R.shape":
@@ -354,11 +359,14 @@ class RelaxExprParser:
         return text.value
 
     def _str(self, node: ast.Call) -> Expr:
-        args = bind_call(self.src, node, ["value"], required=["value"], what="R.str")
-        text = args["value"]
-        if not (isinstance(text, ast.Constant) and isinstance(text.value, str)):
-            raise self.src.error(text, f"R.str: expected a string literal, got {show(text)}")
-        return StringImm(text.value)
+        return StringImm(self._string_arg(node, "value", "R.str"))
+
+    def _string_arg(self, node: ast.Call, param: str, what: str) -> str:
+        """The one argument `param` of the call `what`, which must be a string literal."""
+        arg = bind_call(self.src, node, [param], required=[param], what=what)[param]
+        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+            raise self.src.error(arg, f"{what}: expected a string literal, got {show(arg)}")
+        return arg.value
 
     def _shape(self, node: ast.Call) -> ShapeExpr:
         args = bind_call(self.src, node, ["values"], required=["values"], what="R.shape")
@@ -370,8 +378,4 @@ class RelaxExprParser:
         return Tuple(tuple(self.expr(a) for a in node.args))
 
     def _extern(self, node: ast.Call) -> Expr:
-        args = bind_call(self.src, node, ["name"], required=["name"], what="R.ExternFunc")
-        name = args["name"]
-        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-            raise self.src.error(name, f"R.ExternFunc: expected a string literal, got {show(name)}")
-        return ExternFunc(name.value)
+        return ExternFunc(self._string_arg(node, "name", "R.ExternFunc"))
