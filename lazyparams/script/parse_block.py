@@ -95,13 +95,8 @@ class BlockParts:
     def _remap(
         self, call: ast.Call, count: int
     ) -> list[tuple[PrimExpr, Literal["S", "R"], PrimExpr]]:
-        args = bind_call(
-            self.src,
-            call,
-            ["kinds", "bindings"],
-            required=["kinds", "bindings"],
-            what="T.axis.remap",
-        )
+        params = ["kinds", "bindings"]
+        args = bind_call(self.src, call, params, required=params, what="T.axis.remap")
         kinds, values = args["kinds"], args["bindings"]
         if not (
             isinstance(kinds, ast.Constant)

@@ -215,13 +215,8 @@ class FunctionParser(RelaxExprParser):
             binding = MatchCast(cls(name, defines), self.expr(value), defines)
         elif self.src.callee(value) == "R.match_cast":
             assert isinstance(value, ast.Call)
-            args = bind_call(
-                self.src,
-                value,
-                ["value", "struct_info"],
-                required=["value", "struct_info"],
-                what="R.match_cast",
-            )
+            params = ["value", "struct_info"]
+            args = bind_call(self.src, value, params, required=params, what="R.match_cast")
             cast = self.sinfo.parse(args["struct_info"])
             source = self.expr(args["value"])
             binding = MatchCast(cls(name, declared or cast), source, cast)
