@@ -17,12 +17,13 @@ def test_a_short_round_prints_counts_and_writes_the_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     table = tmp_path / "findings.md"
-    argv = ["fuzz_long", "--minutes", "0.001", "--round", "3", "--formats", "npy,gguf"]
+    argv = ["fuzz_long", "--seeds", "1", "--cases", "3", "--formats", "npy,gguf"]
     argv += ["--findings", str(tmp_path / "repro"), "--markdown", str(table)]
     monkeypatch.setattr(sys, "argv", argv)
     fuzz_long.main()
     out = capsys.readouterr().out
-    assert "TOTAL (seed 1, 3 cases of each format)" in out
+    assert "seed 1, cases 0 to 3 of each format" in out
+    assert "TOTAL (cases of each format per seed: 1: 3)" in out
     assert "npy" in out and "gguf" in out
     assert "| format | cases | outcomes | slowest case |" in table.read_text()
 
