@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lazyparams.ir.describe import show_dim
 from lazyparams.ir.expr import Call, Expr
-from lazyparams.ir.op_registry import OpParam
+from lazyparams.ir.op_registry import InferFn, OpParam
 from lazyparams.ir.prim import PrimExpr, const_int
 from lazyparams.ir.struct_info import TensorStructInfo, TupleStructInfo
 from lazyparams.op.base import (
@@ -154,29 +154,21 @@ def dequantize_int4(packed: Expr, scale: Expr, group_size: int = 32) -> Call:
 _AXIS = OpParam("axis", "attr", required=False, default=0)
 _GROUP = OpParam("group_size", "attr", required=False, default=32)
 
+
+def _codec(
+    suffix: str, int_attr: OpParam, codes: str, infer: tuple[InferFn, InferFn]
+) -> tuple[OpDef, OpDef]:
+    """`quantize_<suffix>(x)` and `dequantize_<suffix>(<codes>, scale)`, both with `int_attr`."""
+    quantize_params = (OpParam("x", "expr"), int_attr)
+    dequantize_params = (OpParam(codes, "expr"), OpParam("scale", "expr"), int_attr)
+    normalize = {int_attr.name: as_int}
+    return (
+        OpDef(f"quantize_{suffix}", quantize_params, infer[0], normalize=normalize),
+        OpDef(f"dequantize_{suffix}", dequantize_params, infer[1], normalize=dict(normalize)),
+    )
+
+
 register(
-    OpDef(
-        "quantize_int8",
-        (OpParam("x", "expr"), _AXIS),
-        _infer_quantize_int8,
-        normalize={"axis": as_int},
-    ),
-    OpDef(
-        "dequantize_int8",
-        (OpParam("q", "expr"), OpParam("scale", "expr"), _AXIS),
-        _infer_dequantize_int8,
-        normalize={"axis": as_int},
-    ),
-    OpDef(
-        "quantize_int4",
-        (OpParam("x", "expr"), _GROUP),
-        _infer_quantize_int4,
-        normalize={"group_size": as_int},
-    ),
-    OpDef(
-        "dequantize_int4",
-        (OpParam("packed", "expr"), OpParam("scale", "expr"), _GROUP),
-        _infer_dequantize_int4,
-        normalize={"group_size": as_int},
-    ),
+    *_codec("int8", _AXIS, "q", (_infer_quantize_int8, _infer_dequantize_int8)),
+    *_codec("int4", _GROUP, "packed", (_infer_quantize_int4, _infer_dequantize_int4)),
 )
