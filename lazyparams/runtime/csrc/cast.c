@@ -46,19 +46,13 @@ static inline uint16_t half_of_bfloat(uint16_t b) {
     return (b & 0x7FFFu) > 0x7F80u ? nan : half_bits((uint32_t)b << 16);
 }
 
+/* The portable loop of a cast, EXPR of each element. */
 #define PORTABLE(NAME, S, T, EXPR)                                                            \
-    static void NAME(const S *x, T *out, Py_ssize_t n) {                                      \
+    static void NAME##_portable(const S *x, T *out, Py_ssize_t n) {                           \
         for (Py_ssize_t i = 0; i < n; i++) LP_STORE(T, out + i, EXPR(LP_LOAD(S, x + i)));     \
     }
 #define SHIFTED(v) ((uint32_t)(v) << 16)
 #define BFLOAT_OF_HALF(v) bfloat_bits(float_of_half(v))
-
-PORTABLE(f32_to_f16_portable, uint32_t, uint16_t, half_bits)
-PORTABLE(f32_to_bf16_portable, uint32_t, uint16_t, bfloat_bits)
-PORTABLE(bf16_to_f32_portable, uint16_t, uint32_t, SHIFTED)
-PORTABLE(bf16_to_f16_portable, uint16_t, uint16_t, half_of_bfloat)
-PORTABLE(f16_to_f32_portable, uint16_t, uint32_t, float_of_half)
-PORTABLE(f16_to_bf16_portable, uint16_t, uint16_t, BFLOAT_OF_HALF)
 
 #if LP_X86
 #define F16C __attribute__((target("avx2,f16c")))
@@ -69,23 +63,6 @@ PORTABLE(f16_to_bf16_portable, uint16_t, uint16_t, BFLOAT_OF_HALF)
 #define LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
 #define LOW(v) _mm256_castsi256_si128(v)
 #define HIGH(v) _mm256_extracti128_si256(v, 1)
-
-/* A vector cast `NAME` from its run `RUN(x, out, n, stream)` (which returns the elements it
- * did), inlined twice: with streamed stores, after `REST` (the portable loop) has done the
- * elements before the first aligned output, where the output is large; with stores through
- * the cache elsewhere. `REST` does the tail. */
-#define VECTOR_CAST(NAME, RUN, REST, S, T)                                                    \
-    F16C static void NAME(const S *x, T *out, Py_ssize_t n) {                                 \
-        Py_ssize_t head = lp_stream_head(out, sizeof(T), n), i;                               \
-        if (head >= 0) {                                                                      \
-            REST(x, out, head);                                                               \
-            i = head + RUN(x + head, out + head, n - head, 1);                                \
-            _mm_sfence();                                                                     \
-        } else {                                                                              \
-            i = RUN(x, out, n, 0);                                                            \
-        }                                                                                     \
-        REST(x + i, out + i, n - i);                                                          \
-    }
 
 /* Whether any of sixteen 16-bit floats (exponent `top` when all ones) is a NaN. */
 F16C INLINE int any_nan16(__m256i v, uint16_t top) {
@@ -100,29 +77,17 @@ F16C INLINE int any_nan32(__m256 a, __m256 b) {
     return !_mm256_testz_ps(nan, nan);
 }
 
-/* Each run below converts sixteen values at a time. The CPU's float16 conversions round like
- * numpy but change NaNs (they quiet signalling ones), so a vector holding a NaN is redone by
- * the portable loop, whose NaN rules are numpy's and ml_dtypes', before it is stored. */
+/* Each step below converts sixteen values from x + i into v. The CPU's float16 conversions
+ * round like numpy but change NaNs (they quiet signalling ones), so a step holding a NaN says
+ * so, and the portable loop, whose NaN rules are numpy's and ml_dtypes', redoes it. */
 
-F16C INLINE Py_ssize_t f32_to_f16_run(const uint32_t *x, uint16_t *out, Py_ssize_t n,
-                                      const int stream) {
-    Py_ssize_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        PREFETCH(x + i);
-        __m256 a = _mm256_loadu_ps((const float *)(x + i));
-        __m256 b = _mm256_loadu_ps((const float *)(x + i + 8));
-        __m128i ha = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT);
-        __m128i hb = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT);
-        if (any_nan32(a, b)) {
-            uint16_t redo[16];
-            f32_to_f16_portable(x + i, redo, 16);
-            ha = _mm_loadu_si128((const __m128i *)redo);
-            hb = _mm_loadu_si128((const __m128i *)(redo + 8));
-        }
-        lp_put16(out + i, ha, stream);
-        lp_put16(out + i + 8, hb, stream);
-    }
-    return i;
+F16C INLINE int f32_to_f16_step(const uint32_t *x, Py_ssize_t i, __m256i *v) {
+    PREFETCH(x + i);
+    __m256 a = _mm256_loadu_ps((const float *)(x + i));
+    __m256 b = _mm256_loadu_ps((const float *)(x + i + 8));
+    v[0] = _mm256_set_m128i(_mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT),
+                            _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+    return any_nan32(a, b);
 }
 
 /* float32 bits rounded to bfloat16's, half to even, in the low half of each lane. */
@@ -136,33 +101,19 @@ F16C INLINE __m256i bfloat_pack(__m256i a, __m256i b) {
     return _mm256_permute4x64_epi64(_mm256_packus_epi32(bfloat_lanes(a), bfloat_lanes(b)), 0xD8);
 }
 
-F16C INLINE Py_ssize_t f32_to_bf16_run(const uint32_t *x, uint16_t *out, Py_ssize_t n,
-                                       const int stream) {
-    Py_ssize_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        PREFETCH(x + i);
-        __m256i a = LOAD(x + i), b = LOAD(x + i + 8);
-        __m256i r = bfloat_pack(a, b);
-        if (any_nan32(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b))) {
-            uint16_t redo[16];
-            f32_to_bf16_portable(x + i, redo, 16);
-            r = LOAD(redo);
-        }
-        lp_put32(out + i, r, stream);
-    }
-    return i;
+F16C INLINE int f32_to_bf16_step(const uint32_t *x, Py_ssize_t i, __m256i *v) {
+    PREFETCH(x + i);
+    __m256i a = LOAD(x + i), b = LOAD(x + i + 8);
+    v[0] = bfloat_pack(a, b);
+    return any_nan32(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b));
 }
 
-F16C INLINE Py_ssize_t bf16_to_f32_run(const uint16_t *x, uint32_t *out, Py_ssize_t n,
-                                       const int stream) {
-    Py_ssize_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        PREFETCH(x + i);
-        __m256i v = LOAD(x + i);
-        lp_put32(out + i, _mm256_slli_epi32(_mm256_cvtepu16_epi32(LOW(v)), 16), stream);
-        lp_put32(out + i + 8, _mm256_slli_epi32(_mm256_cvtepu16_epi32(HIGH(v)), 16), stream);
-    }
-    return i;
+F16C INLINE int bf16_to_f32_step(const uint16_t *x, Py_ssize_t i, __m256i *v) {
+    PREFETCH(x + i);
+    __m256i h = LOAD(x + i);
+    v[0] = _mm256_slli_epi32(_mm256_cvtepu16_epi32(LOW(h)), 16);
+    v[1] = _mm256_slli_epi32(_mm256_cvtepu16_epi32(HIGH(h)), 16);
+    return 0;
 }
 
 /* bfloat16 to float16 through the exact float32 value, which the CPU rounds. */
@@ -171,42 +122,19 @@ F16C INLINE __m128i half_lanes_of_bfloat(__m128i v) {
     return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
 }
 
-F16C INLINE Py_ssize_t bf16_to_f16_run(const uint16_t *x, uint16_t *out, Py_ssize_t n,
-                                       const int stream) {
-    Py_ssize_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        PREFETCH(x + i);
-        __m256i v = LOAD(x + i);
-        __m128i ha = half_lanes_of_bfloat(LOW(v)), hb = half_lanes_of_bfloat(HIGH(v));
-        if (any_nan16(v, 0x7F80)) {
-            uint16_t redo[16];
-            bf16_to_f16_portable(x + i, redo, 16);
-            ha = _mm_loadu_si128((const __m128i *)redo);
-            hb = _mm_loadu_si128((const __m128i *)(redo + 8));
-        }
-        lp_put16(out + i, ha, stream);
-        lp_put16(out + i + 8, hb, stream);
-    }
-    return i;
+F16C INLINE int bf16_to_f16_step(const uint16_t *x, Py_ssize_t i, __m256i *v) {
+    PREFETCH(x + i);
+    __m256i h = LOAD(x + i);
+    v[0] = _mm256_set_m128i(half_lanes_of_bfloat(HIGH(h)), half_lanes_of_bfloat(LOW(h)));
+    return any_nan16(h, 0x7F80);
 }
 
-F16C INLINE Py_ssize_t f16_to_f32_run(const uint16_t *x, uint32_t *out, Py_ssize_t n,
-                                      const int stream) {
-    Py_ssize_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        PREFETCH(x + i);
-        __m256i v = LOAD(x + i);
-        __m256 a = _mm256_cvtph_ps(LOW(v)), b = _mm256_cvtph_ps(HIGH(v));
-        if (any_nan16(v, 0x7C00)) {
-            uint32_t redo[16];
-            f16_to_f32_portable(x + i, redo, 16);
-            a = _mm256_loadu_ps((const float *)redo);
-            b = _mm256_loadu_ps((const float *)(redo + 8));
-        }
-        lp_put32(out + i, _mm256_castps_si256(a), stream);
-        lp_put32(out + i + 8, _mm256_castps_si256(b), stream);
-    }
-    return i;
+F16C INLINE int f16_to_f32_step(const uint16_t *x, Py_ssize_t i, __m256i *v) {
+    PREFETCH(x + i);
+    __m256i h = LOAD(x + i);
+    v[0] = _mm256_castps_si256(_mm256_cvtph_ps(LOW(h)));
+    v[1] = _mm256_castps_si256(_mm256_cvtph_ps(HIGH(h)));
+    return any_nan16(h, 0x7C00);
 }
 
 /* float16 to bfloat16 through the exact float32 value: the CPU's conversion, then
@@ -214,62 +142,48 @@ F16C INLINE Py_ssize_t f16_to_f32_run(const uint16_t *x, uint32_t *out, Py_ssize
  * rounding normal float16 in 16-bit lanes (0.7 times a copy's time) with vectors holding a
  * subnormal sent this way took 3.4 times on weights of standard deviation 0.002 (a third of
  * the vectors hold one), against 1.05-1.15 for every vector so, whatever the values. */
-F16C INLINE Py_ssize_t f16_to_bf16_run(const uint16_t *x, uint16_t *out, Py_ssize_t n,
-                                       const int stream) {
-    Py_ssize_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        PREFETCH(x + i);
-        __m256i v = LOAD(x + i);
-        __m256i a = _mm256_castps_si256(_mm256_cvtph_ps(LOW(v)));
-        __m256i r = bfloat_pack(a, _mm256_castps_si256(_mm256_cvtph_ps(HIGH(v))));
-        if (any_nan16(v, 0x7C00)) {
-            uint16_t redo[16];
-            f16_to_bf16_portable(x + i, redo, 16);
-            r = LOAD(redo);
-        }
-        lp_put32(out + i, r, stream);
-    }
-    return i;
+F16C INLINE int f16_to_bf16_step(const uint16_t *x, Py_ssize_t i, __m256i *v) {
+    PREFETCH(x + i);
+    __m256i h = LOAD(x + i);
+    __m256i a = _mm256_castps_si256(_mm256_cvtph_ps(LOW(h)));
+    v[0] = bfloat_pack(a, _mm256_castps_si256(_mm256_cvtph_ps(HIGH(h))));
+    return any_nan16(h, 0x7C00);
 }
 
-VECTOR_CAST(f32_to_f16_f16c, f32_to_f16_run, f32_to_f16_portable, uint32_t, uint16_t)
-VECTOR_CAST(f32_to_bf16_f16c, f32_to_bf16_run, f32_to_bf16_portable, uint32_t, uint16_t)
-VECTOR_CAST(bf16_to_f32_f16c, bf16_to_f32_run, bf16_to_f32_portable, uint16_t, uint32_t)
-VECTOR_CAST(bf16_to_f16_f16c, bf16_to_f16_run, bf16_to_f16_portable, uint16_t, uint16_t)
-VECTOR_CAST(f16_to_f32_f16c, f16_to_f32_run, f16_to_f32_portable, uint16_t, uint32_t)
-VECTOR_CAST(f16_to_bf16_f16c, f16_to_bf16_run, f16_to_bf16_portable, uint16_t, uint16_t)
-#endif
-
-/* A cast by its vector loop where the CPU has AVX2 and F16C, else by its portable one. */
-#if LP_X86
-#define BEST(NAME, S, T)                                                                      \
-    static void NAME(const S *x, T *out, Py_ssize_t n) {                                      \
-        if (lp_has_f16c) NAME##_f16c(x, out, n);                                              \
-        else NAME##_portable(x, out, n);                                                      \
+/* The vector cast `NAME##_f16c`: its run of `NAME##_step`s, redone by `NAME##_portable`, which
+ * also does the head and tail. */
+#define VECTOR_CAST(NAME, S, T)                                                               \
+    F16C INLINE Py_ssize_t NAME##_run(const S *x, T *out, Py_ssize_t n, const int stream) {   \
+        LP_CAST_STEPS(16, NAME##_step, NAME##_portable);                                      \
+    }                                                                                         \
+    F16C static void NAME##_f16c(const S *x, T *out, Py_ssize_t n) {                          \
+        LP_STREAMED_CAST(x, out, n, NAME##_run, NAME##_portable);                             \
     }
 #else
-#define BEST(NAME, S, T)                                                                      \
-    static void NAME(const S *x, T *out, Py_ssize_t n) { NAME##_portable(x, out, n); }
+#define VECTOR_CAST(NAME, S, T)
 #endif
 
-BEST(f32_to_f16, uint32_t, uint16_t)
-BEST(f32_to_bf16, uint32_t, uint16_t)
-BEST(bf16_to_f32, uint16_t, uint32_t)
-BEST(bf16_to_f16, uint16_t, uint16_t)
-BEST(f16_to_f32, uint16_t, uint32_t)
-BEST(f16_to_bf16, uint16_t, uint16_t)
+/* The cast `NAME` from S to T: its portable loop, element by element by EXPR; its vector one
+ * (AVX2 and F16C), of `NAME##_step`s; and the pick of the two. */
+#define CAST(NAME, S, T, EXPR)                                                                \
+    PORTABLE(NAME, S, T, EXPR)                                                                \
+    VECTOR_CAST(NAME, S, T)                                                                   \
+    LP_PICK_CAST(NAME, S, T, lp_has_f16c, NAME##_f16c)
 
-static void f32_to_e4m3fn(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
-    lp_f32_to_float8(x, out, n, 1);  /* float8.c */
-}
+CAST(f32_to_f16, uint32_t, uint16_t, half_bits)
+CAST(f32_to_bf16, uint32_t, uint16_t, bfloat_bits)
+CAST(bf16_to_f32, uint16_t, uint32_t, SHIFTED)
+CAST(bf16_to_f16, uint16_t, uint16_t, half_of_bfloat)
+CAST(f16_to_f32, uint16_t, uint32_t, float_of_half)
+CAST(f16_to_bf16, uint16_t, uint16_t, BFLOAT_OF_HALF)
 
-static void f32_to_e5m2(const uint32_t *x, uint8_t *out, Py_ssize_t n) {
-    lp_f32_to_float8(x, out, n, 0);
-}
+/* The float32 bits of 16-bit floats, as `lp_float8_by_blocks` widens them. */
+static void widen_bfloat(const void *x, uint32_t *wide, Py_ssize_t m) { bf16_to_f32(x, wide, m); }
+static void widen_half(const void *x, uint32_t *wide, Py_ssize_t m) { f16_to_f32(x, wide, m); }
 
 /* float16 or bfloat16 to a float8 format, rounding once: in 16-bit lanes with AVX-512 or
  * AVX2 (cast512.c, float8_half.c), else through float32, which holds every 16-bit value
- * exactly, block by block in a buffer that stays in the first-level cache. */
+ * exactly. */
 static void half_to_float8(const uint16_t *x, uint8_t *out, Py_ssize_t n, int bfloat,
                            int finite) {
 #if LP_X86
@@ -282,14 +196,7 @@ static void half_to_float8(const uint16_t *x, uint8_t *out, Py_ssize_t n, int bf
         return;
     }
 #endif
-    enum { BLOCK = 1024 };
-    uint32_t wide[BLOCK];
-    for (Py_ssize_t i = 0; i < n; i += BLOCK) {
-        Py_ssize_t m = n - i < BLOCK ? n - i : BLOCK;
-        if (bfloat) bf16_to_f32(x + i, wide, m);
-        else f16_to_f32(x + i, wide, m);
-        lp_f32_to_float8(wide, out + i, m, finite);  /* float8.c */
-    }
+    lp_float8_by_blocks(x, 2, out, n, finite, bfloat ? widen_bfloat : widen_half); /* float8.c */
 }
 
 /* float16 to bfloat16: by AVX-512 BF16's rounding where the CPU has it (cast512.c), else by
@@ -304,8 +211,15 @@ static void half_to_bfloat(const uint16_t *x, uint16_t *out, Py_ssize_t n) {
     f16_to_bf16(x, out, n);
 }
 
-/* The casts from 16-bit floats, by kind (CAST16_KINDS' place). */
-static void cast16(int which, const uint16_t *x, void *out, Py_ssize_t n) {
+/* The casts from float32, by kind (their place in `lp_cast`'s names). */
+static void cast32(int which, const void *x, void *out, Py_ssize_t n, const void *table) {
+    if (which == 0) f32_to_f16(x, out, n);
+    else if (which == 1) f32_to_bf16(x, out, n);
+    else lp_f32_to_float8(x, out, n, which == 2); /* float8.c */
+}
+
+/* The casts from 16-bit floats, by kind (their place in `lp_cast16`'s names). */
+static void cast16(int which, const void *x, void *out, Py_ssize_t n, const void *table) {
     if (which == 0) bf16_to_f32(x, out, n);
     else if (which == 1) bf16_to_f16(x, out, n);
     else if (which == 2) f16_to_f32(x, out, n);
@@ -314,65 +228,32 @@ static void cast16(int which, const uint16_t *x, void *out, Py_ssize_t n) {
     else half_to_float8(x, out, n, which < 6, which % 2 == 0);
 }
 
-#define CAST16_KINDS 9
-static const char *const CAST16_NAMES[CAST16_KINDS] = {
+static const char *const CAST16_NAMES[] = {
     "bfloat16>float32",      "bfloat16>float16",   "float16>float32",
     "float16>bfloat16",      "bfloat16>float8_e4m3fn", "bfloat16>float8_e5m2",
     "float16>float8_e4m3fn", "float16>float8_e5m2",    "float16>float64",
 };
+static const Py_ssize_t CAST16_SIZES[] = {4, 2, 4, 2, 1, 1, 1, 1, 8};
+static const LpCastKinds CAST16 = {
+    CAST16_NAMES, 9,
+    "bfloat16>float32, bfloat16>float16, float16>float32, float16>bfloat16, "
+    "float16>float64, or bfloat16> or float16> then float8_e4m3fn or float8_e5m2",
+    2, CAST16_SIZES, 0, cast16};
 
-const char lp_cast16_doc[] = PyDoc_STR(
-             "cast16(kind, x, out): convert 1-D 16-bit float bits `x` (uint16) into `out`; kind\n"
-             "is 'bfloat16>float32' or 'float16>float32' (uint32 out), 'bfloat16>float16' or\n"
-             "'float16>bfloat16' (uint16 out), 'bfloat16>' or 'float16>' followed by\n"
-             "'float8_e4m3fn' or 'float8_e5m2' (uint8 out), or 'float16>float64' (uint64 out).");
+LP_CAST_FUNCTION(cast16, CAST16,
+    "cast16(kind, x, out): convert 1-D 16-bit float bits `x` (uint16) into `out`; kind\n"
+    "is 'bfloat16>float32' or 'float16>float32' (uint32 out), 'bfloat16>float16' or\n"
+    "'float16>bfloat16' (uint16 out), 'bfloat16>' or 'float16>' followed by\n"
+    "'float8_e4m3fn' or 'float8_e5m2' (uint8 out), or 'float16>float64' (uint64 out).")
 
-PyObject *lp_cast16(PyObject *self, PyObject *args) {
-    static const Py_ssize_t out_sizes[CAST16_KINDS] = {4, 2, 4, 2, 1, 1, 1, 1, 8};
-    static const LpCastKinds kinds = {
-        CAST16_NAMES, CAST16_KINDS,
-        "bfloat16>float32, bfloat16>float16, float16>float32, float16>bfloat16, "
-        "float16>float64, or bfloat16> or float16> then float8_e4m3fn or float8_e5m2",
-        2, out_sizes};
-    Buf b[2];
-    Py_ssize_t n;
-    int which = lp_cast_args(args, &kinds, b, &n);
-    if (which < 0) return NULL;
-    const uint16_t *x = b[0].view.buf;
-    void *out = b[1].view.buf;
-    Py_BEGIN_ALLOW_THREADS
-    cast16(which, x, out, n);
-    Py_END_ALLOW_THREADS
-    lp_release(b, 2);
-    Py_RETURN_NONE;
-}
+static const char *const CAST_NAMES[] = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"};
+static const Py_ssize_t CAST_SIZES[] = {2, 2, 1, 1};
+static const LpCastKinds CAST = {
+    CAST_NAMES, 4, "float16, bfloat16, float8_e4m3fn or float8_e5m2", 4, CAST_SIZES, 0, cast32};
 
-const char lp_cast_doc[] = PyDoc_STR(
-             "cast(kind, x, out): convert 1-D float32 bits `x` (uint32) into `out`; kind is\n"
-             "'float16' or 'bfloat16' (uint16 out), 'float8_e4m3fn' or 'float8_e5m2' (uint8).");
-
-PyObject *lp_cast(PyObject *self, PyObject *args) {
-    static const char *const names[] = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"};
-    static const Py_ssize_t out_sizes[] = {2, 2, 1, 1};
-    static const LpCastKinds kinds = {
-        names, 4, "float16, bfloat16, float8_e4m3fn or float8_e5m2", 4, out_sizes};
-    Buf b[2];
-    Py_ssize_t n;
-    int which = lp_cast_args(args, &kinds, b, &n);
-    if (which < 0) return NULL;
-    const uint32_t *x = b[0].view.buf;
-    void *out = b[1].view.buf;
-    Py_BEGIN_ALLOW_THREADS
-    switch (which) {
-    case 0: f32_to_f16(x, out, n); break;
-    case 1: f32_to_bf16(x, out, n); break;
-    case 2: f32_to_e4m3fn(x, out, n); break;
-    default: f32_to_e5m2(x, out, n);
-    }
-    Py_END_ALLOW_THREADS
-    lp_release(b, 2);
-    Py_RETURN_NONE;
-}
+LP_CAST_FUNCTION(cast, CAST,
+    "cast(kind, x, out): convert 1-D float32 bits `x` (uint32) into `out`; kind is\n"
+    "'float16' or 'bfloat16' (uint16 out), 'float8_e4m3fn' or 'float8_e5m2' (uint8).")
 
 /* Conversions by kind, for the loops of other files (the transposes) ---------------------- */
 
@@ -394,15 +275,11 @@ int lp_convert_kind(const char *name) {
 /* `n` elements of `in_size` bytes at `x` converted into `out` (`out_size` bytes each). */
 void lp_convert(const LpConvert *conv, const void *x, Py_ssize_t in_size, void *out,
                 Py_ssize_t out_size, Py_ssize_t n) {
-    switch (conv->kind) {
-    case LP_CONVERT_COPY: memcpy(out, x, (size_t)(n * out_size)); break;
-    case 1: f32_to_f16(x, out, n); break;
-    case 2: f32_to_bf16(x, out, n); break;
-    case 3: f32_to_e4m3fn(x, out, n); break;
-    case 4: f32_to_e5m2(x, out, n); break;
-    case LP_CONVERT_LOOKUP: lp_lookup_run(x, in_size, out, out_size, conv->table, n); break;
-    case 10: lp_float8_to_f32(x, out, n, 1, conv->table); break;
-    case 11: lp_float8_to_f32(x, out, n, 0, conv->table); break;
-    default: cast16(conv->kind - 5, x, out, n);
+    if (conv->kind == LP_CONVERT_COPY) memcpy(out, x, (size_t)(n * out_size));
+    else if (conv->kind < 5) cast32(conv->kind - 1, x, out, n, NULL);
+    else if (conv->kind < LP_CONVERT_LOOKUP) cast16(conv->kind - 5, x, out, n, NULL);
+    else if (conv->kind == LP_CONVERT_LOOKUP) {
+        lp_lookup_run(x, in_size, out, out_size, conv->table, n);
     }
+    else lp_float8_cast(conv->kind - 10, x, out, n, conv->table); /* float8.c */
 }

@@ -173,24 +173,18 @@ V512 static void f64_to_float8_512(const uint64_t *x, uint8_t *out, Py_ssize_t n
 }
 #endif
 
-#if LP_X86
-#define BEST(NAME, T)                                                                          \
-    static void NAME(const uint64_t *x, T *out, Py_ssize_t n) {                                \
-        if (lp_has_avx512) NAME##_512(x, out, n);                                              \
-        else NAME##_portable(x, out, n);                                                       \
-    }
-#else
-#define BEST(NAME, T)                                                                          \
-    static void NAME(const uint64_t *x, T *out, Py_ssize_t n) { NAME##_portable(x, out, n); }
-#endif
+LP_PICK_CAST(f64_to_f16, uint64_t, uint16_t, lp_has_avx512, f64_to_f16_512)
+LP_PICK_CAST(f64_to_bf16, uint64_t, uint16_t, lp_has_avx512, f64_to_bf16_512)
 
-BEST(f64_to_f16, uint16_t)
-BEST(f64_to_bf16, uint16_t)
+/* The float32 bits of float64 values, as `lp_float8_by_blocks` widens them. */
+static void widen_double(const void *x, uint32_t *wide, Py_ssize_t m) {
+    const uint64_t *d = x;
+    for (Py_ssize_t k = 0; k < m; k++) wide[k] = float_of_double(LP_LOAD(uint64_t, d + k));
+}
 
 /* float64 to float8_e4m3fn (`finite`) or float8_e5m2 through float32, as ml_dtypes converts
  * (rounding twice, so not always as a single rounding would): in registers with AVX-512,
- * else a block at a time through a buffer that stays in the first-level cache, then
- * float8.c's float32 loops. */
+ * else through float8.c's float32 loops. */
 static void f64_to_float8(const uint64_t *x, uint8_t *out, Py_ssize_t n, int finite) {
 #if LP_X86
     if (lp_has_avx512) {
@@ -198,13 +192,7 @@ static void f64_to_float8(const uint64_t *x, uint8_t *out, Py_ssize_t n, int fin
         return;
     }
 #endif
-    enum { BLOCK = 1024 };
-    uint32_t wide[BLOCK];
-    for (Py_ssize_t i = 0; i < n; i += BLOCK) {
-        Py_ssize_t m = n - i < BLOCK ? n - i : BLOCK;
-        for (Py_ssize_t k = 0; k < m; k++) wide[k] = float_of_double(LP_LOAD(uint64_t, x + i + k));
-        lp_f32_to_float8(wide, out + i, m, finite); /* float8.c */
-    }
+    lp_float8_by_blocks(x, 8, out, n, finite, widen_double); /* float8.c */
 }
 
 /* float16 bits to float64 bits, exactly; NaNs keep their payload, not quieted, as numpy
@@ -226,83 +214,56 @@ static void f16_to_f64_portable(const uint16_t *x, uint64_t *out, Py_ssize_t n) 
 }
 
 #if LP_X86
-/* Sixteen float16 at a time by the CPU's conversions (exact, but quieting NaNs: a vector
+/* Sixteen float16 at a time by the CPU's conversions (exact, but quieting NaNs: a step
  * holding one is redone by the element loop), stored streamed where the output is large. */
+__attribute__((target("avx2,f16c"), always_inline)) static inline int
+f16_to_f64_step(const uint16_t *x, Py_ssize_t i, __m256i *v) {
+    _mm_prefetch((const char *)(x + i) + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
+    __m256i h = _mm256_loadu_si256((const __m256i *)(x + i));
+    __m256 a = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    __m256 b = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    v[0] = _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_castps256_ps128(a)));
+    v[1] = _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
+    v[2] = _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_castps256_ps128(b)));
+    v[3] = _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_extractf128_ps(b, 1)));
+    __m256i nan = _mm256_cmpgt_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)),
+                                     _mm256_set1_epi16(0x7C00));
+    return !_mm256_testz_si256(nan, nan);
+}
+
 __attribute__((target("avx2,f16c"), always_inline)) static inline Py_ssize_t
 f16_to_f64_run(const uint16_t *x, uint64_t *out, Py_ssize_t n, const int stream) {
-    Py_ssize_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm_prefetch((const char *)(x + i) + LP_CAST_PREFETCH_BYTES, _MM_HINT_T0);
-        __m256i v = _mm256_loadu_si256((const __m256i *)(x + i));
-        __m256i mag = _mm256_and_si256(v, _mm256_set1_epi16(0x7FFF));
-        __m256i nan = _mm256_cmpgt_epi16(mag, _mm256_set1_epi16(0x7C00));
-        if (!_mm256_testz_si256(nan, nan)) {
-            f16_to_f64_portable(x + i, out + i, 16);
-            continue;
-        }
-        __m256 a = _mm256_cvtph_ps(_mm256_castsi256_si128(v));
-        __m256 b = _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1));
-        lp_put32(out + i, _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_castps256_ps128(a))), stream);
-        lp_put32(out + i + 4, _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_extractf128_ps(a, 1))), stream);
-        lp_put32(out + i + 8, _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_castps256_ps128(b))), stream);
-        lp_put32(out + i + 12, _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_extractf128_ps(b, 1))), stream);
-    }
-    return i;
+    LP_CAST_STEPS(16, f16_to_f64_step, f16_to_f64_portable);
 }
 
 __attribute__((target("avx2,f16c"))) static void f16_to_f64_f16c(const uint16_t *x,
                                                                   uint64_t *out, Py_ssize_t n) {
-    Py_ssize_t head = lp_stream_head(out, 8, n), i;
-    if (head >= 0) {
-        f16_to_f64_portable(x, out, head);
-        i = head + f16_to_f64_run(x + head, out + head, n - head, 1);
-        _mm_sfence();
-    } else {
-        i = f16_to_f64_run(x, out, n, 0);
-    }
-    f16_to_f64_portable(x + i, out + i, n - i);
+    LP_STREAMED_CAST(x, out, n, f16_to_f64_run, f16_to_f64_portable);
 }
 #endif
+
+LP_PICK_CAST(f16_to_f64, uint16_t, uint64_t, lp_has_f16c, f16_to_f64_f16c)
 
 /* float16 to float64 (cast16's "float16>float64"). */
 void lp_half_to_double(const uint16_t *x, uint64_t *out, Py_ssize_t n) {
-#if LP_X86
-    if (lp_has_f16c) {
-        f16_to_f64_f16c(x, out, n);
-        return;
-    }
-#endif
-    f16_to_f64_portable(x, out, n);
+    f16_to_f64(x, out, n);
 }
 
-#define CAST64_KINDS 4
-static const char *const CAST64_NAMES[CAST64_KINDS] = {
+/* The casts from float64, by kind (their place in CAST64_NAMES). */
+static void cast64(int which, const void *x, void *out, Py_ssize_t n, const void *table) {
+    if (which == 0) f64_to_f16(x, out, n);
+    else if (which == 1) f64_to_bf16(x, out, n);
+    else f64_to_float8(x, out, n, which == 2);
+}
+
+static const char *const CAST64_NAMES[] = {
     "float64>float16", "float64>bfloat16", "float64>float8_e4m3fn", "float64>float8_e5m2"};
+static const Py_ssize_t CAST64_SIZES[] = {2, 2, 1, 1};
+static const LpCastKinds CAST64 = {
+    CAST64_NAMES, 4, "float64> then float16, bfloat16, float8_e4m3fn or float8_e5m2", 8,
+    CAST64_SIZES, 0, cast64};
 
-const char lp_cast64_doc[] = PyDoc_STR(
-             "cast64(kind, x, out): convert 1-D float64 bits `x` (uint64) into `out`; kind is\n"
-             "'float64>' followed by 'float16' or 'bfloat16' (uint16 out), 'float8_e4m3fn' or\n"
-             "'float8_e5m2' (uint8 out).");
-
-PyObject *lp_cast64(PyObject *self, PyObject *args) {
-    static const Py_ssize_t out_sizes[CAST64_KINDS] = {2, 2, 1, 1};
-    static const LpCastKinds kinds = {
-        CAST64_NAMES, CAST64_KINDS,
-        "float64> then float16, bfloat16, float8_e4m3fn or float8_e5m2", 8, out_sizes};
-    Buf b[2];
-    Py_ssize_t n;
-    int which = lp_cast_args(args, &kinds, b, &n);
-    if (which < 0) return NULL;
-    const uint64_t *x = b[0].view.buf;
-    void *out = b[1].view.buf;
-    Py_BEGIN_ALLOW_THREADS
-    switch (which) {
-    case 0: f64_to_f16(x, out, n); break;
-    case 1: f64_to_bf16(x, out, n); break;
-    case 2: f64_to_float8(x, out, n, 1); break;
-    default: f64_to_float8(x, out, n, 0);
-    }
-    Py_END_ALLOW_THREADS
-    lp_release(b, 2);
-    Py_RETURN_NONE;
-}
+LP_CAST_FUNCTION(cast64, CAST64,
+    "cast64(kind, x, out): convert 1-D float64 bits `x` (uint64) into `out`; kind is\n"
+    "'float64>' followed by 'float16' or 'bfloat16' (uint16 out), 'float8_e4m3fn' or\n"
+    "'float8_e5m2' (uint8 out).")

@@ -119,19 +119,33 @@ Py_ssize_t lp_flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_size,
     return b[0].view.shape[0];
 }
 
-int lp_cast_args(PyObject *args, const LpCastKinds *kinds, Buf *b, Py_ssize_t *n) {
+PyObject *lp_cast_call(PyObject *args, const LpCastKinds *kinds) {
     const char *kind;
-    PyObject *xo, *oo;
-    memset(b, 0, 2 * sizeof *b);
-    if (!PyArg_ParseTuple(args, "sOO", &kind, &xo, &oo)) return -1;
+    PyObject *xo, *oo, *to = NULL;
+    Buf b[3];
+    memset(b, 0, sizeof b);
+    const char *format = kinds->table_len ? "sOOO" : "sOO";
+    if (!PyArg_ParseTuple(args, format, &kind, &xo, &oo, &to)) return NULL;
     int which = lp_kind_index(kind, kinds->names, kinds->count, kinds->expected);
-    if (which < 0) return -1;
-    *n = lp_flat_pair(xo, oo, b, kinds->in_size, kinds->out_sizes[which]);
-    if (*n < 0) {
-        lp_release(b, 2);
-        return -1;
+    if (which < 0) return NULL;
+    Py_ssize_t size = kinds->out_sizes[which], n = lp_flat_pair(xo, oo, b, kinds->in_size, size);
+    if (n >= 0 && to != NULL && (lp_get_buf(to, &b[2], 0, 1, size, "table") < 0 ||
+                                 b[2].view.shape[0] != kinds->table_len)) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_ValueError, "expected a table of %zd codes", kinds->table_len);
+        }
+        n = -1;
     }
-    return which;
+    if (n >= 0) {
+        const void *x = b[0].view.buf, *table = b[2].view.buf;
+        void *out = b[1].view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        kinds->run(which, x, out, n, table);
+        Py_END_ALLOW_THREADS
+    }
+    lp_release(b, 3);
+    if (n < 0) return NULL;
+    Py_RETURN_NONE;
 }
 
 /* use_f16c(on): let the loops use the CPU's float16 conversions (where it has them) or only
@@ -157,22 +171,12 @@ static PyObject *use_avx512(PyObject *self, PyObject *arg) {
     return PyBool_FromLong(before);
 }
 
+#define LP_METHOD(name) {#name, lp_##name, METH_VARARGS, lp_##name##_doc},
 static PyMethodDef methods[] = {
-    {"transpose2d", lp_transpose2d, METH_VARARGS, lp_transpose2d_doc},
+    LP_FUNCTIONS(LP_METHOD)
     {"transpose_path", lp_transpose_path, METH_O, lp_transpose_path_doc},
-    {"cast", lp_cast, METH_VARARGS, lp_cast_doc},
-    {"lookup", lp_lookup, METH_VARARGS, lp_lookup_doc},
-    {"cast16", lp_cast16, METH_VARARGS, lp_cast16_doc},
-    {"cast8", lp_cast8, METH_VARARGS, lp_cast8_doc},
-    {"cast64", lp_cast64, METH_VARARGS, lp_cast64_doc},
     {"use_f16c", use_f16c, METH_O, "use_f16c(on): use the CPU's float16 conversions or not."},
     {"use_avx512", use_avx512, METH_O, "use_avx512(on): use the AVX-512 loops or not."},
-    {"quantize_int8", lp_quantize_int8, METH_VARARGS, lp_quantize_int8_doc},
-    {"quantize_int4", lp_quantize_int4, METH_VARARGS, lp_quantize_int4_doc},
-    {"quantize_legacy", lp_quantize_legacy, METH_VARARGS, lp_quantize_legacy_doc},
-    {"dequantize_legacy", lp_dequantize_legacy, METH_VARARGS, lp_dequantize_legacy_doc},
-    {"quantize_gguf_k", lp_quantize_gguf_k, METH_VARARGS, lp_quantize_gguf_k_doc},
-    {"dequantize_gguf_k", lp_dequantize_gguf_k, METH_VARARGS, lp_dequantize_gguf_k_doc},
     {NULL, NULL, 0, NULL},
 };
 

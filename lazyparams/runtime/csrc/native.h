@@ -79,19 +79,27 @@ Py_ssize_t lp_flat_pair(PyObject *xo, PyObject *oo, Buf *b, Py_ssize_t in_size,
 /* The index of `kind` among `count` `names`, or -1 with a ValueError "expected kind
  * <expected>, got '<kind>'". */
 int lp_kind_index(const char *kind, const char *const *names, int count, const char *expected);
-/* A family of casts `f(kind, x, out)`: its kinds' names, what an unknown kind's error says was
- * expected, the input's item size and each kind's output item size. */
+/* A family of casts `f(kind, x, out)`, or `f(kind, x, out, table)` where `table_len` is not
+ * 0: its kinds' names, what an unknown kind's error says was expected, the input's item size,
+ * each kind's output item size (the table's too: `table_len` entries) and the loop
+ * `run(which, x, out, n, table)` of the kind at index `which`. */
 typedef struct {
     const char *const *names;
     int count;
     const char *expected;
     Py_ssize_t in_size;
     const Py_ssize_t *out_sizes;
+    Py_ssize_t table_len;
+    void (*run)(int which, const void *x, void *out, Py_ssize_t n, const void *table);
 } LpCastKinds;
-/* Parses a cast's (kind, x, out): returns the kind's index among `kinds`, x and out held in
- * b[0] and b[1] (1-D, one length, their item sizes the kind's) and that length in *n; or -1
- * with an error set and nothing held. */
-int lp_cast_args(PyObject *args, const LpCastKinds *kinds, Buf *b, Py_ssize_t *n);
+/* The Python call of a family of casts: its arguments checked (x and out 1-D, of one length,
+ * their item sizes the kind's), the kind's loop run without the GIL; None, or NULL with an
+ * error set. */
+PyObject *lp_cast_call(PyObject *args, const LpCastKinds *kinds);
+/* The module's function `name`, with its docstring DOC: the casts of `kinds` (an LpCastKinds). */
+#define LP_CAST_FUNCTION(name, kinds, DOC)                                                    \
+    const char lp_##name##_doc[] = PyDoc_STR(DOC);                                            \
+    PyObject *lp_##name(PyObject *self, PyObject *args) { return lp_cast_call(args, &kinds); }
 
 static inline uint32_t f32_bits(float f) {
     uint32_t b;
@@ -154,6 +162,19 @@ void lp_convert(const LpConvert *conv, const void *x, Py_ssize_t in_size, void *
 void lp_lookup_run(const void *x, Py_ssize_t s, void *out, Py_ssize_t t, const void *table,
                    Py_ssize_t n);
 
+/* The cast `NAME(x, out, n)` from S to T: by the vector loop VEC where the CPU has it (HAS),
+ * else (and off x86) by `NAME##_portable`. */
+#if LP_X86
+#define LP_PICK_CAST(NAME, S, T, HAS, VEC)                                                    \
+    static void NAME(const S *x, T *out, Py_ssize_t n) {                                      \
+        if (HAS) VEC(x, out, n);                                                              \
+        else NAME##_portable(x, out, n);                                                      \
+    }
+#else
+#define LP_PICK_CAST(NAME, S, T, HAS, VEC)                                                    \
+    static void NAME(const S *x, T *out, Py_ssize_t n) { NAME##_portable(x, out, n); }
+#endif
+
 /* The casts' vector loops store an output of LP_CAST_STREAM_BYTES or more around the cache,
  * as the transposes do theirs (native.STREAM_BYTES): it could not stay there anyway, and
  * streamed stores skip reading each line before writing it. Runs of the transposes'
@@ -180,18 +201,55 @@ __attribute__((target("avx2"), always_inline)) static inline void lp_put32(void 
     else _mm256_storeu_si256((__m256i *)p, v);
 }
 
-__attribute__((target("avx2"), always_inline)) static inline void lp_put16(void *p, __m128i v,
-                                                                         const int stream) {
-    if (stream) _mm_stream_si128((__m128i *)p, v);
-    else _mm_storeu_si128((__m128i *)p, v);
-}
+/* The body of a cast's vector run (in a function of `x`, `out`, `n` and a constant `stream`
+ * that returns the elements it did): COUNT elements a step, STEP(x, i, v) converting those
+ * from x + i into the vectors v (32 bytes of output each) and returning whether one needs
+ * the element loop's rules (a NaN the CPU's conversions would change), REDO(x + i, redo,
+ * COUNT) then giving the outputs element by element. The stores stream where `stream`. */
+#define LP_CAST_STEPS(COUNT, STEP, REDO)                                                     \
+    Py_ssize_t i = 0;                                                                         \
+    for (; i + (COUNT) <= n; i += (COUNT)) {                                                  \
+        __m256i v[(COUNT) * sizeof *out / 32];                                                \
+        if (STEP(x, i, v)) {                                                                  \
+            __typeof__(*out) redo[COUNT];                                                     \
+            REDO(x + i, redo, COUNT);                                                              \
+            memcpy(v, redo, sizeof redo);                                                     \
+        }                                                                                     \
+        for (size_t q = 0; q < sizeof v / 32; q++) {                                          \
+            lp_put32(out + i + q * 32 / sizeof *out, v[q], stream);                           \
+        }                                                                                     \
+    }                                                                                         \
+    return i
+
+/* The body of a cast of `n` elements from `x` to `out` by its vector run RUN(x, out, n,
+ * stream) (returning the elements it did) and its element loop REST(x, out, n): where the
+ * output is large, REST does the elements before the first aligned output and RUN streams
+ * its stores from there; elsewhere RUN stores through the cache. REST does the tail. */
+#define LP_STREAMED_CAST(x, out, n, RUN, REST)                                                \
+    do {                                                                                      \
+        Py_ssize_t head_ = lp_stream_head(out, sizeof *(out), n), done_;                      \
+        if (head_ >= 0) {                                                                     \
+            REST(x, out, head_);                                                              \
+            done_ = head_ + RUN((x) + head_, (out) + head_, (n) - head_, 1);                  \
+            _mm_sfence();                                                                     \
+        } else {                                                                              \
+            done_ = RUN(x, out, n, 0);                                                        \
+        }                                                                                     \
+        REST((x) + done_, (out) + done_, (n) - done_);                                        \
+    } while (0)
 #endif
 
-/* The float8 loops of float8.c: `finite` picks float8_e4m3fn, else float8_e5m2; `table`
- * is the float32 bits of every code. */
+/* The float8 loops of float8.c: float32 to float8_e4m3fn (`finite`), else float8_e5m2; the
+ * casts from float8 codes by kind (cast8's, their output item sizes LP_CAST8_SIZES), `table`
+ * the target's bits of every code. */
 void lp_f32_to_float8(const uint32_t *x, uint8_t *out, Py_ssize_t n, int finite);
-void lp_float8_to_f32(const uint8_t *x, uint32_t *out, Py_ssize_t n, int finite,
-                      const uint32_t *table);
+extern const Py_ssize_t LP_CAST8_SIZES[8];
+void lp_float8_cast(int which, const void *x, void *out, Py_ssize_t n, const void *table);
+/* `n` values to a float8 format through float32, a block at a time in a buffer that stays in
+ * the first-level cache: widen(x, wide, m) gives the float32 bits of m values from x, items
+ * of `size` bytes. */
+void lp_float8_by_blocks(const void *x, Py_ssize_t size, uint8_t *out, Py_ssize_t n, int finite,
+                         void (*widen)(const void *x, uint32_t *wide, Py_ssize_t m));
 /* float16 (`half`) or bfloat16 to a float8 in 16-bit lanes (float8_half.c; AVX2 only, called
  * where lp_has_f16c). */
 void lp_half_to_float8_f16c(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half,
@@ -204,28 +262,24 @@ void lp_lookup8_512(const uint8_t *x, void *out, Py_ssize_t t, const void *table
 void lp_half_to_float8_512(const uint16_t *x, uint8_t *out, Py_ssize_t n, int half, int finite);
 void lp_half_to_bfloat_512(const uint16_t *x, uint16_t *out, Py_ssize_t n);
 
-/* The Python functions, with their docstrings. */
-PyObject *lp_transpose2d(PyObject *self, PyObject *args);
-PyObject *lp_transpose_path(PyObject *self, PyObject *arg); /* transpose_stream.c */
+/* The module's functions f(*args), `lp_<name>` each, with the docstring `lp_<name>_doc`. */
+#define LP_FUNCTIONS(F)                                                                       \
+    F(transpose2d)                 /* transpose.c */                                          \
+    F(cast) F(cast16)              /* cast.c */                                               \
+    F(cast8)                       /* float8.c */                                             \
+    F(cast64)                      /* cast64.c */                                             \
+    F(lookup)                      /* lookup.c */                                             \
+    F(quantize_int8) F(quantize_int4)         /* quantize.c */                                \
+    F(quantize_legacy) F(dequantize_legacy)   /* gguf_legacy.c */                             \
+    F(quantize_gguf_k) F(dequantize_gguf_k)   /* gguf_kquants.c */
+#define LP_DECLARE(name)                                                                      \
+    PyObject *lp_##name(PyObject *self, PyObject *args);                                      \
+    extern const char lp_##name##_doc[];
+LP_FUNCTIONS(LP_DECLARE)
+/* transpose_stream.c's, of one argument */
+PyObject *lp_transpose_path(PyObject *self, PyObject *arg);
 extern const char lp_transpose_path_doc[];
-PyObject *lp_cast(PyObject *self, PyObject *args);
-PyObject *lp_lookup(PyObject *self, PyObject *args);
-PyObject *lp_cast16(PyObject *self, PyObject *args);
-PyObject *lp_cast8(PyObject *self, PyObject *args); /* float8.c */
-extern const char lp_cast8_doc[];
-PyObject *lp_cast64(PyObject *self, PyObject *args); /* cast64.c */
-void lp_half_to_double(const uint16_t *x, uint64_t *out, Py_ssize_t n);
-extern const char lp_cast64_doc[];
-PyObject *lp_quantize_int8(PyObject *self, PyObject *args);
-PyObject *lp_quantize_int4(PyObject *self, PyObject *args);
-PyObject *lp_quantize_gguf_k(PyObject *self, PyObject *args);
-PyObject *lp_dequantize_gguf_k(PyObject *self, PyObject *args);
-extern const char lp_transpose2d_doc[], lp_cast_doc[], lp_lookup_doc[], lp_cast16_doc[];
-extern const char lp_quantize_int8_doc[], lp_quantize_int4_doc[];
-PyObject *lp_quantize_legacy(PyObject *self, PyObject *args); /* gguf_legacy.c */
-PyObject *lp_dequantize_legacy(PyObject *self, PyObject *args);
-extern const char lp_quantize_legacy_doc[], lp_dequantize_legacy_doc[];
-extern const char lp_quantize_gguf_k_doc[], lp_dequantize_gguf_k_doc[];
+void lp_half_to_double(const uint16_t *x, uint64_t *out, Py_ssize_t n); /* cast64.c */
 
 /* Whether transpose2d has its blocked loops here (SSE2); without them it would be slower than
  * the numpy tiles, and the Python side declines. */
