@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from lazyparams.analysis.liveness import PARAM
 from lazyparams.analysis.memory_builder import buffer_model
@@ -171,14 +172,19 @@ def weight_struct_info(func: Function) -> tuple[StructInfo, ...]:
     return tuple(struct_info_of(w) for w in weights)
 
 
+class ProfileOptions(TypedDict, total=False):
+    """`estimate_peak_memory`'s keyword arguments, which `check_budget` passes on."""
+
+    inputs: Sequence[StructInfo] | None
+    as_lazy: bool
+    callees: Callees | None
+
+
 def check_budget(
     func: Function,
     budget_bytes: int,
     sizes: Mapping[str, int] | None = None,
-    *,
-    inputs: Sequence[StructInfo] | None = None,
-    as_lazy: bool = False,
-    callees: Callees | None = None,
+    **options: Unpack[ProfileOptions],
 ) -> MemoryProfile:
     """Return the profile of `func` if its peak fits `budget_bytes`, else raise `BudgetError`.
 
@@ -190,7 +196,7 @@ def check_budget(
         raise BudgetError(
             f"expected a budget of zero or more bytes as an int, got {budget_bytes!r}"
         )
-    profile = estimate_peak_memory(func, sizes, inputs=inputs, as_lazy=as_lazy, callees=callees)
+    profile = estimate_peak_memory(func, sizes, **options)
     if profile.peak_bytes <= budget_bytes:
         return profile
     raise BudgetError(_over_budget_message(profile, budget_bytes))

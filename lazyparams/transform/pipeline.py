@@ -45,8 +45,8 @@ def standard_pipeline(
             FuseLayoutCast(func_names=func_names),
             ScheduleForMemory(sizes=sizes, func_names=func_names),
             LazyTransformParams(
-                fget_item=fget_item,
-                fset_item=fset_item,
+                fget_item,
+                fset_item,
                 extra_get_item_params=extra_get_item_params,
                 extra_set_item_params=extra_set_item_params,
                 func_names=func_names,
