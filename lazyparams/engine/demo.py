@@ -24,18 +24,11 @@ from lazyparams.engine.demo_model import DEMO_PRE, write_model_files
 from lazyparams.engine.destination import write_tensors
 from lazyparams.engine.specs import gguf_target, target_of
 from lazyparams.io import TensorInfo
+from lazyparams.targets.llamacpp.llama import DENSE_MLP, LAYER_RULES
 
-_LAYER: tuple[tuple[str, str, str], ...] = (
-    ("input_layernorm.weight", "d", ""),
-    ("self_attn.q_proj.weight", "d", "d"),
-    ("self_attn.k_proj.weight", "d", "d"),
-    ("self_attn.v_proj.weight", "d", "d"),
-    ("self_attn.o_proj.weight", "d", "d"),
-    ("post_attention_layernorm.weight", "d", ""),
-    ("mlp.gate_proj.weight", "f", "d"),
-    ("mlp.up_proj.weight", "f", "d"),
-    ("mlp.down_proj.weight", "d", "f"),
-)
+_LAYER_NAMES = tuple(hf for hf, _, _ in (*LAYER_RULES, *DENSE_MLP))
+"""A decoder layer's tensors, in llama's order: the names the GGUF llama table maps."""
+
 DEMO_RECIPE = "fuse-qkv+cast:float16"
 
 
@@ -48,13 +41,22 @@ class LlamaShape:
     intermediate: int = 1376
     vocab: int = 4096
 
+    def _layer_shape(self, name: str) -> tuple[int, ...]:
+        """Norms are vectors of d; the MLP's gate and up map d to f, down f to d; attention
+        projections are d x d."""
+        d, f = self.hidden, self.intermediate
+        if name.endswith("layernorm.weight"):
+            return (d,)
+        if name.startswith(("mlp.gate_proj", "mlp.up_proj")):
+            return (f, d)
+        return (d, f) if name.startswith("mlp.down_proj") else (d, d)
+
     def infos(self) -> list[TensorInfo]:
         """Every tensor of the checkpoint, float32, embedding first and lm_head last."""
-        dims = {"d": self.hidden, "f": self.intermediate, "": 0}
         infos = [TensorInfo.of("model.embed_tokens.weight", (self.vocab, self.hidden), "float32")]
         for layer in range(self.layers):
-            for name, rows, cols in _LAYER:
-                shape = (dims[rows], dims[cols]) if cols else (dims[rows],)
+            for name in _LAYER_NAMES:
+                shape = self._layer_shape(name)
                 infos.append(TensorInfo.of(f"model.layers.{layer}.{name}", shape, "float32"))
         infos.append(TensorInfo.of("model.norm.weight", (self.hidden,), "float32"))
         infos.append(TensorInfo.of("lm_head.weight", (self.vocab, self.hidden), "float32"))
