@@ -273,49 +273,39 @@ static Py_ssize_t get_pair(PyObject *fo, PyObject *qo, int quantizing, Kind kind
     return nb;
 }
 
+/* quantize_gguf_k (`quantizing`) or dequantize_gguf_k: (kind, x, out) or (kind, q, out). */
+static PyObject *k_call(PyObject *args, int quantizing) {
+    PyObject *in, *out;
+    const char *name;
+    Kind kind;
+    Buf b[2];
+    memset(b, 0, sizeof b);
+    if (!PyArg_ParseTuple(args, "sOO", &name, &in, &out) || kind_of(name, &kind) < 0) return NULL;
+    Py_ssize_t nb = quantizing ? get_pair(in, out, 1, kind, b) : get_pair(out, in, 0, kind, b);
+    int nonfinite = 0;
+    if (nb >= 0) {
+        float *values = b[0].view.buf;
+        uint8_t *blocks = b[1].view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        if (quantizing) nonfinite = quantize_blocks(kind, values, nb, blocks);
+        else lp_k_dequantize(kind, blocks, nb, values);
+        Py_END_ALLOW_THREADS
+    }
+    lp_release(b, 2);
+    if (nb < 0) return NULL;
+    if (quantizing) return PyBool_FromLong(!nonfinite);
+    Py_RETURN_NONE;
+}
+
 const char lp_quantize_gguf_k_doc[] = PyDoc_STR(
     "quantize_gguf_k(kind, x, out) -> bool: ggml's `kind` (q2_k..q6_k) blocks of the\n"
     "C-contiguous float32 `x` (whole super-blocks of 256) into the uint8 `out`; False, with out\n"
     "unspecified, when x holds an infinity or NaN.");
 
-PyObject *lp_quantize_gguf_k(PyObject *self, PyObject *args) {
-    PyObject *xo, *qo;
-    const char *name;
-    Kind kind;
-    Buf b[2];
-    memset(b, 0, sizeof b);
-    if (!PyArg_ParseTuple(args, "sOO", &name, &xo, &qo) || kind_of(name, &kind) < 0) return NULL;
-    Py_ssize_t nb = get_pair(xo, qo, 1, kind, b);
-    int nonfinite = 0;
-    if (nb >= 0) {
-        Py_BEGIN_ALLOW_THREADS
-        nonfinite = quantize_blocks(kind, b[0].view.buf, nb, b[1].view.buf);
-        Py_END_ALLOW_THREADS
-    }
-    lp_release(b, 2);
-    return nb < 0 ? NULL : PyBool_FromLong(!nonfinite);
-}
+PyObject *lp_quantize_gguf_k(PyObject *self, PyObject *args) { return k_call(args, 1); }
 
 const char lp_dequantize_gguf_k_doc[] = PyDoc_STR(
     "dequantize_gguf_k(kind, q, out) -> None: the float32 values of ggml's `kind` blocks `q`\n"
     "(C-contiguous uint8) into the C-contiguous float32 `out`.");
 
-PyObject *lp_dequantize_gguf_k(PyObject *self, PyObject *args) {
-    PyObject *qo, *oo;
-    const char *name;
-    Kind kind;
-    Buf b[2];
-    memset(b, 0, sizeof b);
-    if (!PyArg_ParseTuple(args, "sOO", &name, &qo, &oo) || kind_of(name, &kind) < 0) return NULL;
-    Py_ssize_t nb = get_pair(oo, qo, 0, kind, b);
-    if (nb >= 0) {
-        const uint8_t *q = b[1].view.buf;
-        float *out = b[0].view.buf;
-        Py_BEGIN_ALLOW_THREADS
-        lp_k_dequantize(kind, q, nb, out);
-        Py_END_ALLOW_THREADS
-    }
-    lp_release(b, 2);
-    if (nb < 0) return NULL;
-    Py_RETURN_NONE;
-}
+PyObject *lp_dequantize_gguf_k(PyObject *self, PyObject *args) { return k_call(args, 0); }

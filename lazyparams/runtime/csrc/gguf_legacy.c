@@ -125,33 +125,6 @@ static inline void put_high_bits(uint8_t *at, const uint8_t *q) {
     for (int k = 0; k < 4; k++) at[k] = (uint8_t)(qh >> (8 * k));
 }
 
-LP_CLONES static Py_ssize_t q4_0_rows(const float *x, uint8_t *y, Py_ssize_t blocks) {
-    uint8_t q[QK];
-    for (Py_ssize_t i = 0; i < blocks; i++, x += QK, y += 18) {
-        uint32_t amax = abs_max_bits(x);
-        if (amax >= 0x7F800000u) return i;
-        float d = signed_max(x, amax) / -8.0f;
-        put_half(y, d);
-        symmetric_codes(x, inverse(d), 8.0f, 15, q);
-        pack_nibbles(q, y + 2);
-    }
-    return -1;
-}
-
-LP_CLONES static Py_ssize_t q5_0_rows(const float *x, uint8_t *y, Py_ssize_t blocks) {
-    uint8_t q[QK];
-    for (Py_ssize_t i = 0; i < blocks; i++, x += QK, y += 22) {
-        uint32_t amax = abs_max_bits(x);
-        if (amax >= 0x7F800000u) return i;
-        float d = signed_max(x, amax) / -16.0f;
-        put_half(y, d);
-        symmetric_codes(x, inverse(d), 16.0f, 31, q);
-        put_high_bits(y + 2, q);
-        pack_nibbles(q, y + 6);
-    }
-    return -1;
-}
-
 /* Codes of q4_1 (top 15) and q5_1 (top 31, never reached past): (int)((x - min) * id + 0.5).
  * With d and id finite the sum lies in [0, top + 1.5]; otherwise every product is 0, NaN or
  * infinite, and every code 0. */
@@ -164,33 +137,35 @@ static inline void affine_codes(const float *x, float min, float d, int32_t top,
     }
 }
 
-LP_CLONES static Py_ssize_t q4_1_rows(const float *x, uint8_t *y, Py_ssize_t blocks) {
+/* The blocks of the 4- and 5-bit types (`bits`): symmetric (q4_0, q5_0: d = the first value of
+ * largest magnitude / -2**(bits - 1)) or `affine`, with a minimum (q4_1, q5_1). Each block:
+ * d (and the minimum) as float16, the fifth bits (q5_*), then the low nibbles. */
+static inline __attribute__((always_inline)) Py_ssize_t
+small_rows(const float *x, uint8_t *y, Py_ssize_t blocks, const int bits, const int affine) {
+    const int top = bits == 5 ? 31 : 15;
     uint8_t q[QK];
-    float min, max;
-    for (Py_ssize_t i = 0; i < blocks; i++, x += QK, y += 20) {
-        if (abs_max_bits(x) >= 0x7F800000u) return i;
-        block_min_max(x, &min, &max);
-        float d = (max - min) / 15.0f;
-        put_half(y, d);
-        put_half(y + 2, min);
-        affine_codes(x, min, d, 15, q);
-        pack_nibbles(q, y + 4);
-    }
-    return -1;
-}
-
-LP_CLONES static Py_ssize_t q5_1_rows(const float *x, uint8_t *y, Py_ssize_t blocks) {
-    uint8_t q[QK];
-    float min, max;
-    for (Py_ssize_t i = 0; i < blocks; i++, x += QK, y += 24) {
-        if (abs_max_bits(x) >= 0x7F800000u) return i;
-        block_min_max(x, &min, &max);
-        float d = (max - min) / 31.0f;
-        put_half(y, d);
-        put_half(y + 2, min);
-        affine_codes(x, min, d, 255, q);
-        put_high_bits(y + 4, q);
-        pack_nibbles(q, y + 8);
+    for (Py_ssize_t i = 0; i < blocks; i++, x += QK, y += 18 + 2 * affine + 4 * (bits == 5)) {
+        uint32_t amax = abs_max_bits(x);
+        if (amax >= 0x7F800000u) return i;
+        uint8_t *at = y + 2;
+        if (affine) {
+            float min, max;
+            block_min_max(x, &min, &max);
+            float d = (max - min) / (float)top;
+            put_half(y, d);
+            put_half(at, min);
+            at += 2;
+            affine_codes(x, min, d, bits == 5 ? 255 : 15, q);
+        } else {
+            float d = signed_max(x, amax) / (bits == 5 ? -16.0f : -8.0f);
+            put_half(y, d);
+            symmetric_codes(x, inverse(d), bits == 5 ? 16.0f : 8.0f, top, q);
+        }
+        if (bits == 5) {
+            put_high_bits(at, q);
+            at += 4;
+        }
+        pack_nibbles(q, at);
     }
     return -1;
 }
@@ -226,43 +201,41 @@ LP_CLONES static void q8_0_values(const uint8_t *b, float *y, Py_ssize_t blocks)
     }
 }
 
-LP_CLONES static void q4_0_values(const uint8_t *b, float *y, Py_ssize_t blocks) {
+/* The values of blocks of the 4- and 5-bit types, as `small_rows` writes them. */
+static inline __attribute__((always_inline)) void
+small_values(const uint8_t *b, float *y, Py_ssize_t blocks, const int bits, const int affine) {
     int32_t c[QK];
-    for (Py_ssize_t i = 0; i < blocks; i++, b += 18, y += QK) {
-        float d = half_value(b);
-        nibbles_of(b + 2, c);
-        for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)(c[j] - 8));
+    for (Py_ssize_t i = 0; i < blocks; i++, b += 18 + 2 * affine + 4 * (bits == 5), y += QK) {
+        float d = half_value(b), m = affine ? half_value(b + 2) : 0.0f;
+        const uint8_t *at = b + 2 + 2 * affine;
+        if (bits == 5) {
+            nibbles_of(at + 4, c);
+            add_high_bits(at, c);
+        } else {
+            nibbles_of(at, c);
+        }
+        if (affine) {
+            for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)c[j] + m);
+        } else {
+            const int32_t zero = bits == 5 ? 16 : 8;
+            for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)(c[j] - zero));
+        }
     }
 }
 
-LP_CLONES static void q4_1_values(const uint8_t *b, float *y, Py_ssize_t blocks) {
-    int32_t c[QK];
-    for (Py_ssize_t i = 0; i < blocks; i++, b += 20, y += QK) {
-        float d = half_value(b), m = half_value(b + 2);
-        nibbles_of(b + 4, c);
-        for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)c[j] + m);
+/* The quantizer and dequantizer of a 4- or 5-bit type, each built for the CPU it runs on. */
+#define SMALL_TYPE(NAME, BITS, AFFINE)                                                        \
+    LP_CLONES static Py_ssize_t NAME##_rows(const float *x, uint8_t *y, Py_ssize_t blocks) {  \
+        return small_rows(x, y, blocks, BITS, AFFINE);                                        \
+    }                                                                                         \
+    LP_CLONES static void NAME##_values(const uint8_t *b, float *y, Py_ssize_t blocks) {      \
+        small_values(b, y, blocks, BITS, AFFINE);                                             \
     }
-}
 
-LP_CLONES static void q5_0_values(const uint8_t *b, float *y, Py_ssize_t blocks) {
-    int32_t c[QK];
-    for (Py_ssize_t i = 0; i < blocks; i++, b += 22, y += QK) {
-        float d = half_value(b);
-        nibbles_of(b + 6, c);
-        add_high_bits(b + 2, c);
-        for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)(c[j] - 16));
-    }
-}
-
-LP_CLONES static void q5_1_values(const uint8_t *b, float *y, Py_ssize_t blocks) {
-    int32_t c[QK];
-    for (Py_ssize_t i = 0; i < blocks; i++, b += 24, y += QK) {
-        float d = half_value(b), m = half_value(b + 2);
-        nibbles_of(b + 8, c);
-        add_high_bits(b + 4, c);
-        for (int j = 0; j < QK; j++) LP_STORE(float, y + j, d * (float)c[j] + m);
-    }
-}
+SMALL_TYPE(q4_0, 4, 0)
+SMALL_TYPE(q4_1, 4, 1)
+SMALL_TYPE(q5_0, 5, 0)
+SMALL_TYPE(q5_1, 5, 1)
 
 typedef Py_ssize_t (*RowsFn)(const float *, uint8_t *, Py_ssize_t);
 typedef void (*ValuesFn)(const uint8_t *, float *, Py_ssize_t);
@@ -325,6 +298,23 @@ static int source_conversion(const char *kind, LpConvert *conv) {
     return -1;
 }
 
+/* The buffers of a call, held in b: its input `in` (1-D, items of `isz` bytes, whole units of
+ * `per` items, else the error `whole`) and its C-contiguous output `out` (items of `osz` bytes,
+ * `out_per` bytes a unit). Returns the count of units, or -1 with an error set. */
+static Py_ssize_t legacy_pair(PyObject *in, const char *in_name, Py_ssize_t isz, Py_ssize_t per,
+                              const char *whole, PyObject *out, Py_ssize_t osz,
+                              Py_ssize_t out_per, Buf *b) {
+    memset(b, 0, 2 * sizeof *b);
+    if (lp_get_buf(in, &b[0], 0, 1, isz, in_name) < 0) return -1;
+    Py_ssize_t units = b[0].view.shape[0] / per;
+    if (b[0].view.shape[0] % per != 0) {
+        PyErr_SetString(PyExc_ValueError, whole);
+        return -1;
+    }
+    if (lp_get_contiguous(out, &b[1], 1, units * out_per, osz, "out") < 0) return -1;
+    return units;
+}
+
 PyObject *lp_quantize_legacy(PyObject *self, PyObject *args) {
     PyObject *xo, *oo;
     const char *name, *kind = "";
@@ -333,32 +323,21 @@ PyObject *lp_quantize_legacy(PyObject *self, PyObject *args) {
     if (found < 0) return PyLong_FromSsize_t(-2);
     LpConvert conv;
     if (source_conversion(kind, &conv) < 0) return NULL;
-    Py_ssize_t isz = conv.kind == LP_CONVERT_COPY ? 4 : 2;
+    Py_ssize_t isz = conv.kind == LP_CONVERT_COPY ? 4 : 2, size = LEGACY[found].size;
     Buf b[2];
-    memset(b, 0, sizeof b);
-    if (lp_get_buf(xo, &b[0], 0, 1, isz, "x") < 0) {
-        lp_release(b, 2);
-        return NULL;
+    Py_ssize_t blocks = legacy_pair(xo, "x", isz, QK, "expected x of a whole number of 32-value "
+                                    "blocks", oo, 1, size, b), bad = 0;
+    if (blocks >= 0) {
+        RowsFn fn = LEGACY[found].fn;
+        const char *x = b[0].view.buf;
+        uint8_t *y = b[1].view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        if (isz == 4) bad = fn((const float *)x, y, blocks);
+        else bad = converted_rows(fn, &conv, x, y, blocks, size);
+        Py_END_ALLOW_THREADS
     }
-    Py_ssize_t n = b[0].view.shape[0], size = LEGACY[found].size;
-    if (n % QK != 0) {
-        lp_release(b, 2);
-        PyErr_SetString(PyExc_ValueError, "expected x of a whole number of 32-value blocks");
-        return NULL;
-    }
-    if (lp_get_contiguous(oo, &b[1], 1, n / QK * size, 1, "out") < 0) {
-        lp_release(b, 2);
-        return NULL;
-    }
-    RowsFn fn = LEGACY[found].fn;
-    const char *x = b[0].view.buf;
-    uint8_t *y = b[1].view.buf;
-    Py_ssize_t bad;
-    Py_BEGIN_ALLOW_THREADS
-    bad = isz == 4 ? fn((const float *)x, y, n / QK) : converted_rows(fn, &conv, x, y, n / QK, size);
-    Py_END_ALLOW_THREADS
     lp_release(b, 2);
-    return PyLong_FromSsize_t(bad);
+    return blocks < 0 ? NULL : PyLong_FromSsize_t(bad);
 }
 
 const char lp_dequantize_legacy_doc[] = PyDoc_STR(
@@ -372,27 +351,17 @@ PyObject *lp_dequantize_legacy(PyObject *self, PyObject *args) {
     int found = legacy_index(name);
     if (found < 0) Py_RETURN_FALSE;
     Buf b[2];
-    memset(b, 0, sizeof b);
-    if (lp_get_buf(qo, &b[0], 0, 1, 1, "q") < 0) {
-        lp_release(b, 2);
-        return NULL;
+    Py_ssize_t blocks = legacy_pair(qo, "q", 1, LEGACY[found].size, "expected q of whole blocks",
+                                    oo, 4, QK * 4, b);
+    if (blocks >= 0) {
+        ValuesFn fn = LEGACY[found].values;
+        const uint8_t *q = b[0].view.buf;
+        float *y = b[1].view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        fn(q, y, blocks);
+        Py_END_ALLOW_THREADS
     }
-    Py_ssize_t bytes = b[0].view.shape[0], size = LEGACY[found].size;
-    if (bytes % size != 0) {
-        lp_release(b, 2);
-        PyErr_SetString(PyExc_ValueError, "expected q of whole blocks");
-        return NULL;
-    }
-    if (lp_get_contiguous(oo, &b[1], 1, bytes / size * QK * 4, 4, "out") < 0) {
-        lp_release(b, 2);
-        return NULL;
-    }
-    ValuesFn fn = LEGACY[found].values;
-    const uint8_t *q = b[0].view.buf;
-    float *y = b[1].view.buf;
-    Py_BEGIN_ALLOW_THREADS
-    fn(q, y, bytes / size);
-    Py_END_ALLOW_THREADS
     lp_release(b, 2);
+    if (blocks < 0) return NULL;
     Py_RETURN_TRUE;
 }
