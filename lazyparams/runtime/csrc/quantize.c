@@ -235,9 +235,9 @@ static int int8_blocks(const Source *src, Py_ssize_t outer, Py_ssize_t channels,
 
 /* int8 per channel of an (outer, channels, inner) source, by the loop that reads it best.
  * Returns 1 on a non-finite input. */
-static int quantize_int8(const Source *src, Py_ssize_t outer, Py_ssize_t channels,
-                         Py_ssize_t inner, int8_t *q, float *scale, float *scratch,
-                         uint32_t *amax) {
+static int quantize_int8(const Source *src, const Py_ssize_t *size, void *q, float *scale,
+                         void *scratch, void *amax) {
+    Py_ssize_t outer = size[0], channels = size[1], inner = size[2];
     if (outer == 1) return int8_rows(src, channels, inner, q, scale, scratch);
     if (inner == 1) return int8_columns(src, outer, channels, q, scale, scratch, amax);
     return int8_blocks(src, outer, channels, inner, q, scale, scratch, amax);
@@ -268,13 +268,14 @@ static int int4_row(const float *row, Py_ssize_t k, Py_ssize_t group, float *sca
 
 /* int4 by groups of `group` along each row of an (n, k) source, packed two codes a byte.
  * Returns 1 on a non-finite input. */
-static int quantize_int4(const Source *src, Py_ssize_t n, Py_ssize_t k, Py_ssize_t group,
-                         uint8_t *packed, float *scale, float *scratch, int8_t *codes) {
+static int quantize_int4(const Source *src, const Py_ssize_t *size, void *packed, float *scale,
+                         void *scratch, void *codes) {
+    Py_ssize_t n = size[0], k = size[1], group = size[2], groups = k / group;
     int nonfinite = 0;
-    Py_ssize_t groups = k / group;
     for (Py_ssize_t r = 0; r < n && !nonfinite; r++) {
         const float *row = load(src, r * k, k, scratch);
-        nonfinite = int4_row(row, k, group, scale + r * groups, codes, packed + r * (k / 2));
+        nonfinite = int4_row(row, k, group, scale + r * groups, codes,
+                             (uint8_t *)packed + r * (k / 2));
     }
     return nonfinite;
 }
@@ -317,6 +318,10 @@ static Py_ssize_t checked_product(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c) {
     return a * b * c;
 }
 
+/* The work of a call on its buffers (sizes as the call gives them): 1 on a non-finite input. */
+typedef int (*Work)(const Source *src, const Py_ssize_t *size, void *codes, float *scale,
+                    void *scratch, void *extra);
+
 const char lp_quantize_int8_doc[] = PyDoc_STR(
     "quantize_int8(x, format, table, outer, channels, inner, q, scale) -> bool: int8 codes of\n"
     "the C-contiguous (outer, channels, inner) `x` per channel into `q` and `scale`; False,\n"
@@ -324,84 +329,64 @@ const char lp_quantize_int8_doc[] = PyDoc_STR(
     "float16, bfloat16 or table (1-byte codes read through `table`, one float32 per code;\n"
     "float16 passes its table too, for CPUs without F16C).");
 
-PyObject *lp_quantize_int8(PyObject *self, PyObject *args) {
-    PyObject *xo, *to, *qo, *so;
-    const char *format;
-    Py_ssize_t outer, channels, inner;
-    Buf b[4];
-    memset(b, 0, sizeof b);
-    Source src;
-    if (!PyArg_ParseTuple(args, "OsOnnnOO", &xo, &format, &to, &outer, &channels, &inner, &qo,
-                          &so)) {
-        return NULL;
-    }
-    Py_ssize_t total = checked_product(outer, channels, inner);
-    if (total < 0) {
-        PyErr_SetString(PyExc_ValueError, "expected positive sizes whose product fits");
-        return NULL;
-    }
-    if (get_source(xo, format, to, total, b, &src) < 0 ||
-        lp_get_contiguous(qo, &b[2], 1, total, 1, "q") < 0 ||
-        lp_get_contiguous(so, &b[3], 1, channels * 4, 4, "scale") < 0) {
-        lp_release(b, 4);
-        return NULL;
-    }
-    Py_ssize_t row = outer == 1 && inner <= ROW_BUFFER && inner > RUN ? inner : RUN;
-    float *scratch = malloc(sizeof(float) * (size_t)row);
-    uint32_t *amax = malloc(sizeof(uint32_t) * (size_t)channels);
-    int nonfinite = 0;
-    if (scratch != NULL && amax != NULL) {
-        Py_BEGIN_ALLOW_THREADS
-        nonfinite = quantize_int8(&src, outer, channels, inner, b[2].view.buf, b[3].view.buf,
-                                  scratch, amax);
-        Py_END_ALLOW_THREADS
-    }
-    int failed = scratch == NULL || amax == NULL;
-    free(scratch);
-    free(amax);
-    lp_release(b, 4);
-    return failed ? PyErr_NoMemory() : PyBool_FromLong(!nonfinite);
-}
-
 const char lp_quantize_int4_doc[] = PyDoc_STR(
     "quantize_int4(x, format, table, n, k, group, packed, scale) -> bool: int4 codes of the\n"
     "C-contiguous (n, k) `x` by groups along rows, packed two a byte into `packed` (n, k // 2)\n"
     "with scales (n, k // group); False when x holds an infinity or NaN. `format` and\n"
     "`table` as for quantize_int8.");
 
-PyObject *lp_quantize_int4(PyObject *self, PyObject *args) {
-    PyObject *xo, *to, *po, *so;
+/* quantize_int8, or quantize_int4 (`int4`): (x, format, table, three sizes, codes, scale). The
+ * sizes checked, the buffers taken, the work runs without the GIL on two work buffers. */
+static PyObject *quantize_call(PyObject *args, const int int4) {
+    PyObject *xo, *to, *qo, *so;
     const char *format;
-    Py_ssize_t n, k, group;
-    Buf b[4];
-    memset(b, 0, sizeof b);
-    Source src;
-    if (!PyArg_ParseTuple(args, "OsOnnnOO", &xo, &format, &to, &n, &k, &group, &po, &so)) {
+    Py_ssize_t size[3];
+    if (!PyArg_ParseTuple(args, "OsOnnnOO", &xo, &format, &to, &size[0], &size[1], &size[2], &qo,
+                          &so)) {
         return NULL;
     }
-    Py_ssize_t total = checked_product(n, k, 1);
-    if (total < 0 || group < 1 || k % 2 || k % group) {
+    /* int8: (outer, channels, inner); int4: (n, k, group) */
+    Py_ssize_t total = checked_product(size[0], size[1], int4 ? 1 : size[2]);
+    if (int4 && (total < 0 || size[2] < 1 || size[1] % 2 || size[1] % size[2])) {
         PyErr_SetString(PyExc_ValueError, "expected a non-empty x with k even and a multiple "
                         "of group");
         return NULL;
     }
+    if (total < 0) {
+        PyErr_SetString(PyExc_ValueError, "expected positive sizes whose product fits");
+        return NULL;
+    }
+    Py_ssize_t codes = int4 ? total / 2 : total, scales = int4 ? size[0] * (size[1] / size[2])
+                                                               : size[1];
+    /* int8: a row of float32 and the channels' maxima; int4: a row of float32 and its codes */
+    Py_ssize_t row = int4 ? size[1]
+                   : size[0] == 1 && size[2] <= ROW_BUFFER && size[2] > RUN ? size[2] : RUN;
+    size_t scratch = sizeof(float) * (size_t)row;
+    size_t extra = int4 ? (size_t)size[1] : sizeof(uint32_t) * (size_t)size[1];
+    Work work = int4 ? quantize_int4 : quantize_int8;
+    Buf b[4];
+    memset(b, 0, sizeof b);
+    Source src;
     if (get_source(xo, format, to, total, b, &src) < 0 ||
-        lp_get_contiguous(po, &b[2], 1, total / 2, 1, "packed") < 0 ||
-        lp_get_contiguous(so, &b[3], 1, n * (k / group) * 4, 4, "scale") < 0) {
+        lp_get_contiguous(qo, &b[2], 1, codes, 1, int4 ? "packed" : "q") < 0 ||
+        lp_get_contiguous(so, &b[3], 1, scales * 4, 4, "scale") < 0) {
         lp_release(b, 4);
         return NULL;
     }
-    float *row = malloc(sizeof(float) * (size_t)k);
-    int8_t *codes = malloc((size_t)k);
+    void *first = malloc(scratch), *second = malloc(extra);
     int nonfinite = 0;
-    if (row != NULL && codes != NULL) {
+    if (first != NULL && second != NULL) {
         Py_BEGIN_ALLOW_THREADS
-        nonfinite = quantize_int4(&src, n, k, group, b[2].view.buf, b[3].view.buf, row, codes);
+        nonfinite = work(&src, size, b[2].view.buf, b[3].view.buf, first, second);
         Py_END_ALLOW_THREADS
     }
-    int failed = row == NULL || codes == NULL;
-    free(row);
-    free(codes);
+    int failed = first == NULL || second == NULL;
+    free(first);
+    free(second);
     lp_release(b, 4);
     return failed ? PyErr_NoMemory() : PyBool_FromLong(!nonfinite);
 }
+
+PyObject *lp_quantize_int8(PyObject *self, PyObject *args) { return quantize_call(args, 0); }
+
+PyObject *lp_quantize_int4(PyObject *self, PyObject *args) { return quantize_call(args, 1); }
