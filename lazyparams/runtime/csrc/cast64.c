@@ -135,16 +135,14 @@ V512 static void f64_to_bf16_512(const uint64_t *x, uint16_t *out, Py_ssize_t n)
  * by adding the power of two whose float32 spacing is the format's subnormal step; the
  * magnitudes narrowed to bytes with signed saturation (past the largest code e4m3fn's NaN,
  * 0x7F; an e5m2 NaN made -1), then e5m2 clamped to infinity and its NaNs to 0x7E. */
+LP_FLOAT8_ROUNDING(rounded_lanes, V512, __m512i, _mm512, 512)
+
 V512 static inline __m128i float8_of_floats(__m512i b, const int finite) {
-    const int man = finite ? 3 : 2, bias = finite ? 7 : 15, shift = 23 - man;
-    __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
-    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(mag, shift), _mm512_set1_epi32(1));
-    __m512i bump = _mm512_set1_epi32((int)(((uint32_t)(bias - 127) << 23) + ((1u << (shift - 1)) - 1u)));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(mag, bump), odd), shift);
-    __m512i magic = _mm512_set1_epi32((1 - bias - man + 23 + 127) << 23);
-    __m512 sum = _mm512_add_ps(_mm512_castsi512_ps(mag), _mm512_castsi512_ps(magic));
+    const int man = finite ? 3 : 2, bias = finite ? 7 : 15;
+    __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)), sub;
+    __m512i r = rounded_lanes(mag, man, bias, &sub);
     __mmask16 small = _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32((1 - bias + 127) << 23));
-    r = _mm512_mask_sub_epi32(r, small, _mm512_castps_si512(sum), magic);
+    r = _mm512_mask_mov_epi32(r, small, sub);
     if (!finite) {
         __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F800000));
         r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(-1));

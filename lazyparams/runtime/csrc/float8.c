@@ -52,15 +52,11 @@ static void to_small_portable(const uint32_t *x, uint8_t *out, Py_ssize_t n, int
 /* `small_float_bits` of eight values without their signs, each in its lane as a signed number
  * that packing with signed saturation turns into the code's byte: past the largest code it
  * saturates to 0x7F, and an e5m2 NaN is -1 (0xFF), told from infinity after packing. */
+LP_FLOAT8_ROUNDING(rounded_lanes, AVX2, __m256i, _mm256, 256)
+
 AVX2 INLINE __m256i small_lanes(__m256i b, const int man, const int bias, const int finite) {
-    const int shift = 23 - man;
-    __m256i mag = _mm256_and_si256(b, SET1(0x7FFFFFFF));
-    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(mag, shift), SET1(1));
-    __m256i bump = SET1((int)(((uint32_t)(bias - 127) << 23) + ((1u << (shift - 1)) - 1u)));
-    __m256i normal = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(mag, bump), odd), shift);
-    __m256i magic = SET1((1 - bias - man + 23 + 127) << 23);
-    __m256 sum = _mm256_add_ps(_mm256_castsi256_ps(mag), _mm256_castsi256_ps(magic));
-    __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(sum), magic);
+    __m256i mag = _mm256_and_si256(b, SET1(0x7FFFFFFF)), sub;
+    __m256i normal = rounded_lanes(mag, man, bias, &sub);
     __m256i is_normal = _mm256_cmpgt_epi32(mag, SET1(((1 - bias + 127) << 23) - 1));
     __m256i r = _mm256_blendv_epi8(sub, normal, is_normal);
     /* An infinity or a NaN rounds, as a normal, far past the largest code, so saturation

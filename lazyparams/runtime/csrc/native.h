@@ -201,6 +201,26 @@ __attribute__((target("avx2"), always_inline)) static inline void lp_put32(void 
     else _mm256_storeu_si256((__m256i *)p, v);
 }
 
+/* The float8 rounding of float32 magnitudes `mag` in 32-bit lanes of VEC (W bits wide,
+ * intrinsics PRE##_..., the function's attributes ATTR), to a format of `man` mantissa bits
+ * and exponent bias `bias`, half to even: NAME returns each lane's code as a normal (rebiased
+ * and rounded in one add), and sets *sub to it as a subnormal (by adding the power of two whose
+ * float32 spacing is the format's subnormal step). float8.c's AVX2 loops and cast64.c's
+ * AVX-512 ones share it. */
+#define LP_FLOAT8_ROUNDING(NAME, ATTR, VEC, PRE, W)                                           \
+    ATTR static inline __attribute__((always_inline)) VEC NAME(VEC mag, const int man,        \
+                                                               const int bias, VEC *sub) {    \
+        const int shift = 23 - man;                                                           \
+        VEC odd = PRE##_and_si##W(PRE##_srli_epi32(mag, shift), PRE##_set1_epi32(1));         \
+        VEC bump = PRE##_set1_epi32(                                                          \
+            (int)(((uint32_t)(bias - 127) << 23) + ((1u << (shift - 1)) - 1u)));              \
+        VEC magic = PRE##_set1_epi32((1 - bias - man + 23 + 127) << 23);                      \
+        VEC sum = PRE##_castps_si##W(                                                         \
+            PRE##_add_ps(PRE##_castsi##W##_ps(mag), PRE##_castsi##W##_ps(magic)));            \
+        *sub = PRE##_sub_epi32(sum, magic);                                                   \
+        return PRE##_srli_epi32(PRE##_add_epi32(PRE##_add_epi32(mag, bump), odd), shift);     \
+    }
+
 /* The body of a cast's vector run (in a function of `x`, `out`, `n` and a constant `stream`
  * that returns the elements it did): COUNT elements a step, STEP(x, i, v) converting those
  * from x + i into the vectors v (32 bytes of output each) and returning whether one needs
