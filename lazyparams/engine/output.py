@@ -31,7 +31,7 @@ from lazyparams.engine.journal import (
 )
 from lazyparams.engine.staged import open_work_file
 from lazyparams.errors import CheckpointError, ConvertError, OutputError
-from lazyparams.io import CheckpointSink, TensorInfo, check_declared, plan_shards
+from lazyparams.io import CheckpointSink, TensorInfo, plan_shards
 from lazyparams.io.filemap import BackgroundSync, write_array_at
 from lazyparams.io.partial import RowLedger, accepts_rows, rows_offset
 from lazyparams.io.safetensors_format import build_header
@@ -277,11 +277,7 @@ class StagedSafetensors:
         return name in self.done or name in self._busy
 
     def _claim(self, name: str, array: Any) -> None:
-        check_declared(str(self.dst), self.infos, name, array)
-        with self._lock:
-            if self._taken(name) or self._rows.started(name):
-                raise CheckpointError(f"{self.dst}: tensor {name!r} was written twice")
-            self._busy.add(name)
+        self._rows.claim_whole(name, array, self._busy)
 
     # Ending ----------------------------------------------------------------------------------
 

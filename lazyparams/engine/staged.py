@@ -28,7 +28,7 @@ import numpy as np
 
 from lazyparams.engine.journal import remove_work, work_dir, write_job
 from lazyparams.errors import CheckpointError, ConvertError, OutputError
-from lazyparams.io import TensorInfo, check_declared
+from lazyparams.io import TensorInfo
 from lazyparams.io.filemap import BackgroundSync, write_array_at
 from lazyparams.io.npy_format import stored_form
 from lazyparams.io.output_layout import FOLDER, Layout, Slot
@@ -100,11 +100,7 @@ class StagedFiles:
 
     def write(self, name: str, array: Any) -> None:
         """Write one declared output into its slot; journal it once synced."""
-        check_declared(str(self.dst), self.infos, name, array)
-        with self._lock:
-            if self._taken(name) or self._rows.started(name):
-                raise CheckpointError(f"{self.dst}: tensor {name!r} was written twice")
-            self._busy.add(name)
+        self._rows.claim_whole(name, array, self._busy)
         slot = self.layout.slots[name]
         data = np.ascontiguousarray(self._stored(name, array))
         raw = memoryview(data.reshape(-1).view(np.uint8).data)

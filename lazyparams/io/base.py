@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Protocol, Self, TypeAlias, runtime_checkable
@@ -75,7 +75,7 @@ def _preview(names: Iterable[str], count: int = 5) -> str:
     return ", ".join(listed[:count]) + more
 
 
-def check_declared(where: str, infos: dict[str, TensorInfo], name: str, array: Any) -> None:
+def check_declared(where: str, infos: Mapping[str, TensorInfo], name: str, array: Any) -> None:
     """Refuse a write of `array` as `name` unless `name` was declared in `infos` with exactly
     the array's dtype and shape; `where` (a path) starts the message."""
     info = infos.get(name)

@@ -181,6 +181,17 @@ class RowLedger:
         rows = self._rows.get(name)
         return None if rows is None else (rows.stored, self.infos[name].shape[0])
 
+    def claim_whole(self, name: str, array: object, busy: set[str]) -> None:
+        """Validate a whole tensor against its declaration and add it to `busy` (the names
+        being written), refusing a second write of it, whole or by rows."""
+        from lazyparams.io.base import check_declared  # base builds on this module
+
+        check_declared(self.path, self.infos, name, array)
+        with self._lock:
+            if self._is_done(name) or self.started(name):
+                raise CheckpointError(f"{self.path}: tensor {name!r} was written twice")
+            busy.add(name)
+
     def claim(self, name: str, start: object, array: Array) -> Array:
         """Validate a block of rows and reserve its range; returns it in native byte order."""
         import numpy as np
