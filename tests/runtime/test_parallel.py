@@ -273,14 +273,25 @@ def test_workers_reuse_freed_outputs_within_the_peak() -> None:
     eager, inputs = llama_like(3, 512, 1376), llama_inputs(3, 512, 1376)
     in_order = Io(inputs)
     VirtualMachine(_lazy(eager), in_order.externs())[FUNC_NAME]()
-    lazy, io = _lazy(eager), CopyingIo(inputs)
-    runner = ParallelRunner(
-        VirtualMachine(lazy, io.externs()), FUNC_NAME, workers=2, model=_model(lazy, eager=eager)
-    )
-    runner()
-    _same_bits(in_order.outputs, io.outputs)
-    assert 0 < max(io.pool_bytes) <= runner.stats.peak_bytes <= runner.budget
-    assert BUFFERS.free_bytes == 0
+    kept = []
+    # whether a freed output is kept depends on how the two workers' steps interleave (the
+    # pool keeps nothing while they hold the peak): on a loaded machine one run may keep none
+    for _ in range(3):
+        lazy, io = _lazy(eager), CopyingIo(inputs)
+        runner = ParallelRunner(
+            VirtualMachine(lazy, io.externs()),
+            FUNC_NAME,
+            workers=2,
+            model=_model(lazy, eager=eager),
+        )
+        runner()
+        _same_bits(in_order.outputs, io.outputs)
+        assert max(io.pool_bytes) <= runner.stats.peak_bytes <= runner.budget
+        assert BUFFERS.free_bytes == 0
+        kept.append(max(io.pool_bytes))
+        if kept[-1] > 0:
+            break
+    assert max(kept) > 0, kept
 
 
 def test_loads_run_at_the_same_time() -> None:
