@@ -57,6 +57,11 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err).removeprefix("size: ")) from None
 
 
+def _budget(text: str) -> int | str:
+    """A size, or `none` (no budget, not even the default)."""
+    return "none" if text.strip().lower() == "none" else _size(text)
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
@@ -152,7 +157,12 @@ def _spec_and_source(command: argparse.ArgumentParser) -> None:
 
 
 def _memory_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--budget", type=_size, help="refuse plans whose peak exceeds this")
+    command.add_argument(
+        "--budget",
+        type=_budget,
+        help="the memory the run may hold: steps run in blocks of rows to fit it, or the plan "
+        "is refused (default: the memory this process can use, less headroom; 'none': no budget)",
+    )
     command.add_argument(
         "--workers",
         type=_positive,

@@ -28,6 +28,7 @@ from lazyparams.engine.executor import ExecutorOptions, ExecutorReport, SharedOp
 from lazyparams.engine.fingerprint import DEFAULT_MODE, check_mode
 from lazyparams.engine.format_choice import choose_format, file_metadata, format_notices
 from lazyparams.engine.journal import keeps_partial
+from lazyparams.engine.memory_limit import BudgetChoice, choose_budget, given_budget
 from lazyparams.engine.output import Output
 from lazyparams.engine.plan import Plan, Source, Spec, build_plan, check_workers, opened
 from lazyparams.engine.progress import Bars, Counter
@@ -152,24 +153,24 @@ def convert(
 ) -> Report | ExecutorReport:
     """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
 
-    `transform` and `src` are as for `plan`. `dst` is a path (safetensors unless its extension
-    or `format` names npz, npy or gguf; `shard_size` splits safetensors into shards with an
-    index, and GGUF into llama.cpp's split parts), a dict that receives the outputs, or a sink.
-    `metadata` (GGUF output only) holds the key/value pairs written to the file (see
-    `lazyparams.io.GGUFSink`). `budget` refuses the run if the
-    predicted peak exceeds it. Output appears at `dst` only when complete; a safetensors run
-    that is interrupted (or fails) keeps its work beside `dst`, and `resume=True` continues it,
-    computing only the missing outputs, to a byte-identical result; what it reuses is checked
-    by content (the source files against the fingerprints recorded when the run started:
-    `verify_resume="full"`, the default, CRCs every byte, so any changed byte is caught, at
-    the cost of one read of the source at the start and at the resume; `"sampled"` hashes a
-    file's header and spread blocks only (see `fingerprint`); npz, npy and GGUF outputs
-    against their recorded CRCs). `workers` > 1 runs that
-    many independent steps at once (loads ahead of computing, writes beside it), never holding
-    more than the budget (without one, `plan.worker_budget_bytes`). `progress` draws bars on
-    stderr. `cluster` (a `distributed.Client`, a scheduler address or `local:N`) runs the
-    plan's parts of `part_size` bytes as Dask tasks, each worker within `budget`, and returns
-    the executor's report (`ExecutorReport`: the same peaks and summary; the Dask executor's is
+    `transform` and `src` are as for `plan`. `dst` is a path (safetensors unless its extension or
+    `format` names npz, npy or gguf; `shard_size` splits safetensors into shards with an index, and
+    GGUF into llama.cpp's split parts), a dict that receives the outputs, or a sink. `metadata`
+    (GGUF output only) holds the key/value pairs written to the file (see `lazyparams.io.GGUFSink`).
+    `budget` refuses the run if the predicted peak exceeds it (after splitting row-wise steps into
+    blocks); without one the run takes the default of `plan`, and `"none"` turns it off. Output
+    appears at `dst` only when complete; a safetensors run that is interrupted (or fails) keeps its
+    work beside `dst`, and `resume=True` continues it, computing only the missing outputs, to a
+    byte-identical result; what it reuses is checked by content (the source files against the
+    fingerprints recorded when the run started: `verify_resume="full"`, the default, CRCs every
+    byte, so any changed byte is caught, at the cost of one read of the source at the start and at
+    the resume; `"sampled"` hashes a file's header and spread blocks only (see `fingerprint`); npz,
+    npy and GGUF outputs against their recorded CRCs). `workers` > 1 runs that many independent
+    steps at once (loads ahead of computing, writes beside it), never holding more than the budget
+    (without one, `plan.worker_budget_bytes`). `progress` draws bars on stderr. `cluster` (a
+    `distributed.Client`, a scheduler address or `local:N`) runs the plan's parts of `part_size`
+    bytes as Dask tasks, each worker within `budget` (no default there), and returns the executor's
+    report (`ExecutorReport`: the same peaks and summary; the Dask executor's is
     `lazyparams.cluster.ClusterReport`).
     `allow_outside_links` is as for `plan` (one machine only: cluster workers open SRC alone).
     `notice` receives one-line warnings about the run before any data is read (the compiled
@@ -183,7 +184,7 @@ def convert(
             cluster,
             workers,
             allow_outside_links,
-            budget=budget,
+            budget=given_budget(budget),
             format=format,
             shard_size=shard_size,
             part_size=part_size,
@@ -192,7 +193,7 @@ def convert(
             metadata=metadata,
         )
     started = time.perf_counter()
-    limit = size_or_none(budget, "budget")
+    choice = choose_budget(budget)
     shard = size_or_none(shard_size, "shard_size")
     check_workers(workers)
     with opened(src, allow_outside_links) as source:
@@ -201,7 +202,7 @@ def convert(
         )
         try:
             the_plan, discarded, run = _plan_and_write(
-                prepared, source, limit, workers, progress, notice
+                prepared, source, choice, workers, progress, notice
             )
         finally:
             prepared.target.release()  # the destination's lock, taken by prepare
@@ -211,7 +212,7 @@ def convert(
 def _plan_and_write(
     prepared: Prepared,
     source: CheckpointSource,
-    limit: int | None,
+    choice: BudgetChoice,
     workers: int,
     progress: bool,
     notice: Callable[[str], None] | None = None,
@@ -224,11 +225,11 @@ def _plan_and_write(
         source,
         spec=resolved.name,
         keep=missing,
-        budget=limit,
+        budget=choice.nbytes,
         workers=workers,
         rows=takes_rows(target),
     )
-    the_plan = replace(the_plan, target=resolved.describe(the_plan.outputs))
+    the_plan = replace(the_plan, target=resolved.describe(the_plan.outputs), budget_choice=choice)
     the_plan.check_budget()
     warnings = [*prepared.notes, slow_loops_notice(the_plan.function)]
     for warning in warnings:

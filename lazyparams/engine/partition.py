@@ -17,6 +17,7 @@ from typing import Any
 
 from lazyparams.engine.compile import function_of, names_of, output_infos, trace_transform
 from lazyparams.engine.grouping import Unit, find_units, unit_module
+from lazyparams.engine.memory_limit import given_budget
 from lazyparams.engine.plan import (
     Plan,
     ReadsWrites,
@@ -215,7 +216,7 @@ def partition(
             workers=workers,
             part_size=size_or_none(part_size, "part_size"),
             shard_size=size_or_none(shard_size, "shard_size"),
-            budget=size_or_none(budget, "budget"),
+            budget=size_or_none(given_budget(budget), "budget"),
         )
 
 

@@ -33,7 +33,7 @@ from lazyparams.engine.compile import (
     used_inputs,
 )
 from lazyparams.engine.format_choice import check_storable
-from lazyparams.engine.sizes import size_or_none
+from lazyparams.engine.memory_limit import BudgetChoice, choose_budget
 from lazyparams.engine.specs import ResolvedSpec, resolve_spec
 from lazyparams.errors import BudgetError, CheckpointError, ConvertError
 from lazyparams.frontend.tracing import collection_paused
@@ -97,6 +97,8 @@ class Plan(ReadsWrites):
     read_buffer_bytes: int = 0
     """What the source's loads hold beside the tensors they return (a compressed source's
     inflating buffers), once per worker; counted in the peak and taken off the budget."""
+    budget_choice: BudgetChoice | None = None
+    """Where the budget comes from (given, the default, turned off); None: as given."""
 
     @property
     def function(self) -> Function:
@@ -115,7 +117,18 @@ class Plan(ReadsWrites):
 
             return default_budget(self.parallel, self.workers)
         room = self.budget - self.read_buffer_bytes
-        return room if self.parallel.peak_bytes <= room else None
+        if self.parallel.peak_bytes > room:
+            return None
+        if self.budget_is_default:  # a ceiling, not room the user granted the workers
+            from lazyparams.runtime.parallel import default_budget
+
+            return min(room, default_budget(self.parallel, self.workers))
+        return room
+
+    @property
+    def budget_is_default(self) -> bool:
+        """Whether the budget is the default, taken from the memory the process can use."""
+        return self.budget_choice is not None and self.budget_choice.origin == "default"
 
     @property
     def in_flight_bytes(self) -> int:
@@ -175,13 +188,24 @@ class Plan(ReadsWrites):
         if self.read_buffer_bytes > self.budget:
             raise BudgetError(
                 f"the source's read buffers alone need {self.read_buffer_bytes} bytes, over the "
-                f"budget of {self.budget}"
+                f"budget of {self.budget}{self._default_note()}"
             )
         room = self.budget - self.read_buffer_bytes
         try:
             check_budget(self.function, room, inputs=weights)
         except BudgetError as err:
-            raise BudgetError(name_tensors(str(err), binding_tensors(self.function))) from None
+            message = name_tensors(str(err), binding_tensors(self.function))
+            raise BudgetError(message + self._default_note()) from None
+
+    def _default_note(self) -> str:
+        """What a refusal adds when the budget is the default: where it came from, and how
+        to give another."""
+        if not self.budget_is_default or self.budget_choice is None:
+            return ""
+        return (
+            f"; the budget is the default ({self.budget_choice.note}): give a --budget "
+            "(budget=) the machine can hold, or --budget none to run without one"
+        )
 
     def summary(self) -> dict[str, Any]:
         """The plan's numbers as plain data (for JSON reports)."""
@@ -197,12 +221,19 @@ class Plan(ReadsWrites):
             "peak_tensor": self.peak_tensor,
             "eager_peak_bytes": self.eager_peak_bytes,
             "budget": self.budget,
+            "budget_source": self._budget_source(),
             "fits": self.fits,
             "workers": self.workers,
             "worker_budget": self.worker_budget_bytes,
             "chunked_outputs": list(self.chunked_outputs),
             "target": dict(self.target),
         }
+
+    def _budget_source(self) -> dict[str, object] | None:
+        """Where the budget comes from, for reports: None without a budget or a choice."""
+        if self.budget_choice is not None:
+            return self.budget_choice.summary()
+        return None if self.budget is None else {"origin": "given", "note": None}
 
 
 def plan(
@@ -218,17 +249,21 @@ def plan(
     `transform` is a callable `transform(params) -> {name: tensor}`, a recipe expression
     (`fuse-qkv+cast:float16`) or the path of a `.py` file defining `transform`; `src` is a
     checkpoint path or an open source. `budget` (bytes, or a size such as `4GiB`) is recorded;
-    `plan.fits` and `plan.budget_message` say whether it holds. No tensor data is read.
+    `plan.fits` and `plan.budget_message` say whether it holds. Without one the plan takes the
+    default (`memory_limit.default_budget`: the memory this process can use, less headroom);
+    `"none"` turns it off. No tensor data is read.
     `allow_outside_links` lets a folder's files and an index's shards resolve (through
     symlinks, `..` or absolute names) outside the checkpoint folder.
     """
-    limit = size_or_none(budget, "budget")
+    choice = choose_budget(budget)
     with collection_paused(), opened(src, allow_outside_links) as source:
         resolved = resolve_spec(transform, source, src)
         traced = trace_transform(resolved.fn, source)
-        the_plan = build_plan(traced, source, spec=resolved.name, budget=limit, workers=workers)
+        the_plan = build_plan(
+            traced, source, spec=resolved.name, budget=choice.nbytes, workers=workers
+        )
         check_target_output(resolved, the_plan.outputs)
-        return replace(the_plan, target=resolved.describe(the_plan.outputs))
+        return replace(the_plan, target=resolved.describe(the_plan.outputs), budget_choice=choice)
 
 
 def check_target_output(resolved: ResolvedSpec, outputs: Sequence[TensorInfo]) -> None:

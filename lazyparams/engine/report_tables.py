@@ -62,10 +62,21 @@ def plan_table(the_plan: Plan) -> Table:
                 f"({format_bytes(the_plan.in_flight_bytes)} above the in-order peak)",
             )
         )
-    if the_plan.budget is not None:
-        verdict = "fits" if the_plan.fits else "does NOT fit"
-        rows.append(("budget", f"{format_bytes(the_plan.budget)}: {verdict}"))
+    budget = _budget(the_plan)
+    if budget is not None:
+        rows.append(("budget", budget))
     return _table(f"Plan: {the_plan.spec}", rows)
+
+
+def _budget(the_plan: Plan) -> str | None:
+    """The budget, where it comes from when not given, and whether the plan fits it."""
+    choice = the_plan.budget_choice
+    origin = "given" if choice is None else choice.origin
+    if the_plan.budget is None:
+        return None if choice is None else f"none ({choice.note})"
+    verdict = "fits" if the_plan.fits else "does NOT fit"
+    source = "" if origin == "given" or choice is None else f" ({origin}: {choice.note})"
+    return f"{format_bytes(the_plan.budget)}{source}: {verdict}"
 
 
 def report_table(report: Report) -> Table:
