@@ -38,7 +38,7 @@ from lazyparams.engine.slow_loops import slow_loops_notice
 from lazyparams.engine.specs import ResolvedSpec, resolve_spec
 from lazyparams.errors import ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo
-from lazyparams.io.mapguard import raise_if_source_shrank
+from lazyparams.io.mapguard import forget_earlier_faults, raise_if_source_shrank
 from lazyparams.ir import IRModule
 from lazyparams.runtime import MemoryStats, VirtualMachine
 from lazyparams.runtime.parallel import ParallelRunner
@@ -354,6 +354,7 @@ def _execute(plan: Plan, source: CheckpointSource, output: Output, counter: Coun
     func = function_of(plan.module)
     inputs, outputs = names_of(func, "input_names"), names_of(func, "output_names")
     loading = threading.Lock()
+    forget_earlier_faults()
 
     def get_item(index: int) -> Any:
         name = inputs[int(index)]

@@ -44,7 +44,7 @@ _LIVE: dict[int, _Window] = {}
 """The live guarded maps by slot (a slot is taken again only once its map is gone)."""
 _SHRUNK: list[_Window] = []
 """Maps whose file shrank under them, not yet raised (their maps may be gone)."""
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # re-entrant: a weakref callback may run while it is held
 _seen_faults = 0
 
 
@@ -103,17 +103,34 @@ def read_range(fd: int, offset: int, length: int, where: str, info: os.stat_resu
 
 
 def raise_if_source_shrank() -> None:
-    """Raise a CheckpointError for a file that shrank under a guarded map while it was read
-    (one per call, the first found); nothing otherwise. Costs one call into the extension
-    when nothing shrank, so writers call it around every output they write."""
+    """Raise a CheckpointError for the files that shrank under guarded maps while they were
+    read (naming the first, counting the rest: each is raised once); nothing otherwise. Costs
+    one call into the extension when nothing shrank, so writers call it around every output
+    they write."""
+    shrunk = _take_shrunk()
+    if shrunk:
+        error = _shrank_error(shrunk[0])
+        if len(shrunk) > 1:
+            error = CheckpointError(f"{error} (and {len(shrunk) - 1} more maps of it or others)")
+        raise error
+
+
+def forget_earlier_faults() -> None:
+    """Drop the faults found so far: a conversion calls this first, so that a map which
+    outlived an earlier one (an array it handed to a dict) cannot fail this one."""
+    _take_shrunk()
+
+
+def _take_shrunk() -> list[_Window]:
+    """Every map that faulted and was not raised yet, no longer pending."""
     guard = _guard()
     if guard is None or (not _SHRUNK and guard.guard_faults() == _seen_faults):
-        return
+        return []
     with _LOCK:
         _collect(guard)
-        window = _SHRUNK.pop(0) if _SHRUNK else None
-    if window is not None:
-        raise _shrank_error(window)
+        shrunk = list(_SHRUNK)
+        _SHRUNK.clear()
+    return shrunk
 
 
 def _collect(guard: ModuleType) -> None:
@@ -130,11 +147,12 @@ def _released(slot: int) -> None:
     """A guarded map is gone: keep its record if it faulted and was not raised yet (the
     extension frees the slot only after this runs, so it can still be asked)."""
     window, guard = _LIVE.pop(slot, None), _guard()
-    if window is None or window.reported or guard is None:
+    if window is None or guard is None:
         return
-    if guard.guard_faulted(slot):
-        window.reported = True
-        _SHRUNK.append(window)
+    with _LOCK:
+        if not window.reported and guard.guard_faulted(slot):
+            window.reported = True
+            _SHRUNK.append(window)
 
 
 def _shrank_error(window: _Window) -> CheckpointError:

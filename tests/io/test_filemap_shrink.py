@@ -106,6 +106,41 @@ def test_a_file_shrunk_under_a_map_is_an_error_naming_file_and_tensor(
     assert "the source changed while it was being read" in message
 
 
+TWO_FAULTS_ONE_ERROR = """
+    import os, sys
+    import numpy as np
+    from safetensors.numpy import save_file
+    from lazyparams.errors import CheckpointError
+    from lazyparams.io import SafetensorsSource
+    from lazyparams.io.mapguard import forget_earlier_faults, raise_if_source_shrank
+
+    path, keep = sys.argv[1], int(sys.argv[2])
+    save_file({"a": np.ones(32 * 1024, np.float32), "b": np.ones(32 * 1024, np.float32)}, path)
+    source = SafetensorsSource(path)
+    a, b, left = source.load("a"), source.load("b"), source.load("a")
+    os.truncate(path, keep)
+    a.sum(), b.sum()  # both maps fault
+    try:
+        raise_if_source_shrank()
+    except CheckpointError as err:
+        print(err)
+    raise_if_source_shrank()  # nothing left pending: one error for the run
+    left.sum()  # a map kept past its run (a dict destination's) faults later
+    forget_earlier_faults()  # the next conversion starts clean
+    raise_if_source_shrank()
+    print("clean")
+"""
+
+
+@needs_guard
+def test_faults_are_raised_once_and_do_not_outlive_their_run(tmp_path: Path) -> None:
+    done = run_child(TWO_FAULTS_ONE_ERROR, tmp_path / "m.safetensors", KEEP)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    assert "(and 1 more maps of it or others)" in first and "the file shrank" in first
+    assert second == "clean"
+
+
 def test_a_map_that_did_not_fault_raises_nothing(tmp_path: Path) -> None:
     path = write_safetensors(tmp_path / "m.safetensors")
     from lazyparams.io import SafetensorsSource

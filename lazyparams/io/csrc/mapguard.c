@@ -19,6 +19,7 @@
 
 #if defined(__unix__) || defined(__APPLE__)
 #define LP_MAPGUARD 1
+#include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -26,8 +27,9 @@
 #define LP_MAPGUARD 0
 #endif
 
-/* At most this many guarded maps live at once; past it, callers read instead of mapping. */
-#define GUARD_SLOTS 65536
+/* At most this many guarded maps live at once; past it, callers read instead of mapping. Well
+ * below Linux's default limit of 65530 maps a process holds (a fault splits a map in two). */
+#define GUARD_SLOTS 8192
 
 #if LP_MAPGUARD
 /* One map's range [start, end), whole pages; end 0 when the slot is free. The signal handler
@@ -48,12 +50,17 @@ static uintptr_t page_size = 0;
 static int installed = 0;
 static struct sigaction previous;      /* the handler this one passes other faults to */
 
-/* The slot whose range holds `addr`, or -1. */
-static int guard_of(uintptr_t addr) {
+/* The slot whose range holds `addr`, or -1; `*end_of` gets that range's end. A slot freed
+ * and taken again while this reads it is seen with its end changed (a map's end is written
+ * last when taken, first when freed), so start and end always belong to one map. */
+static int guard_of(uintptr_t addr, uintptr_t *end_of) {
     int used = __atomic_load_n(&used_slots, __ATOMIC_ACQUIRE);
     for (int i = 0; i < used; i++) {
         uintptr_t end = __atomic_load_n(&guards[i].end, __ATOMIC_ACQUIRE);
-        if (end != 0 && addr < end && addr >= __atomic_load_n(&guards[i].start, __ATOMIC_RELAXED)) {
+        if (end == 0 || addr >= end) continue;
+        uintptr_t start = __atomic_load_n(&guards[i].start, __ATOMIC_ACQUIRE);
+        if (addr >= start && __atomic_load_n(&guards[i].end, __ATOMIC_ACQUIRE) == end) {
+            *end_of = end;
             return i;
         }
     }
@@ -83,21 +90,23 @@ static void pass_on(int sig, siginfo_t *info, void *context) {
 /* A fault inside a guarded map: zero pages over the map from the faulting page on (the file
  * ends before it, so it ends before every later page too), and the map marked faulted. */
 static void on_sigbus(int sig, siginfo_t *info, void *context) {
-    int slot = info->si_code > 0 ? guard_of((uintptr_t)info->si_addr) : -1;
+    int saved_errno = errno;
+    uintptr_t end = 0;
+    int slot = info->si_code > 0 ? guard_of((uintptr_t)info->si_addr, &end) : -1;
     if (slot < 0) {
         pass_on(sig, info, context);
+        errno = saved_errno;
         return;
     }
-    uintptr_t from = (uintptr_t)info->si_addr & ~(page_size - 1);
-    size_t length = guards[slot].end - from;
-    void *zeros = mmap((void *)from, length, PROT_READ, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
-    if (zeros == MAP_FAILED) {
-        pass_on(sig, info, context);
-        return;
-    }
+    /* recorded first: another thread that reads the zeros before this returns finds the
+     * fault counted when it next checks */
     __atomic_store_n(&guards[slot].faulted, 1, __ATOMIC_RELEASE);
     __atomic_fetch_add(&faults, 1, __ATOMIC_RELEASE);
+    uintptr_t from = (uintptr_t)info->si_addr & ~(page_size - 1);
+    void *zeros = mmap((void *)from, (size_t)(end - from), PROT_READ,
+                       MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (zeros == MAP_FAILED) pass_on(sig, info, context);
+    errno = saved_errno;
 }
 
 /* Whether the handler is in place: installed now if it never was; 0 where another handler
@@ -112,7 +121,8 @@ static int handler_in_place(void) {
     mine.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&mine.sa_mask);
     page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
-    if (sigaction(SIGBUS, &mine, &previous) != 0) return 0;
+    previous = now;  /* before ours is live: a fault on another thread meanwhile is passed on */
+    if (sigaction(SIGBUS, &mine, NULL) != 0) return 0;
     installed = 1;
     return 1;
 }
@@ -229,8 +239,8 @@ static PyTypeObject GuardedMapType = {
 static const char guard_map_doc[] =
     "guard_map(fd, offset, length): a guarded read-only map of `length` bytes at `offset` (a\n"
     "multiple of the page size) of the file `fd`; None where maps cannot be guarded here (no\n"
-    "slot left, or another SIGBUS handler installed since the first map). OSError where the\n"
-    "map fails.";
+    "slot left, no room for another map, or another SIGBUS handler installed since the first\n"
+    "map). OSError where the map fails otherwise.";
 
 static PyObject *guard_map(PyObject *self, PyObject *args) {
     int fd;
@@ -247,6 +257,7 @@ static PyObject *guard_map(PyObject *self, PyObject *args) {
         return NULL;
     }
     void *base = mmap(NULL, (size_t)length, PROT_READ, MAP_PRIVATE, fd, (off_t)offset);
+    if (base == MAP_FAILED && errno == ENOMEM) Py_RETURN_NONE;  /* the caller reads instead */
     if (base == MAP_FAILED) return PyErr_SetFromErrno(PyExc_OSError);
     uintptr_t end = ((uintptr_t)base + (uintptr_t)length + page_size - 1) & ~(page_size - 1);
     int slot = take_slot((uintptr_t)base, end);

@@ -227,12 +227,13 @@ __attribute__((target("avx2"), always_inline)) static inline void lp_put32(void 
  * the element loop's rules (a NaN the CPU's conversions would change), REDO(x + i, redo,
  * COUNT) then giving the outputs element by element. The stores stream where `stream`. */
 #define LP_CAST_STEPS(COUNT, STEP, REDO)                                                     \
+    _Static_assert((COUNT) * sizeof *out % 32 == 0, "a step's outputs fill whole vectors");   \
     Py_ssize_t i = 0;                                                                         \
     for (; i + (COUNT) <= n; i += (COUNT)) {                                                  \
         __m256i v[(COUNT) * sizeof *out / 32];                                                \
         if (STEP(x, i, v)) {                                                                  \
             __typeof__(*out) redo[COUNT];                                                     \
-            REDO(x + i, redo, COUNT);                                                              \
+            REDO(x + i, redo, COUNT);                                                         \
             memcpy(v, redo, sizeof redo);                                                     \
         }                                                                                     \
         for (size_t q = 0; q < sizeof v / 32; q++) {                                          \
