@@ -154,18 +154,20 @@ def convert(
     """Convert the checkpoint `src` with `transform` into `dst`, in bounded memory.
 
     `transform` and `src` are as for `plan`. `dst` is a path (safetensors unless its extension or
-    `format` names npz, npy or gguf; `shard_size` splits safetensors into shards with an index, and
-    GGUF into llama.cpp's split parts), a dict that receives the outputs, or a sink. `metadata`
+    `format` names another of `io.output_formats`: npz, npy, gguf, pytorch; `shard_size` splits
+    safetensors into shards with an index, and GGUF into llama.cpp's split parts), a dict that
+    receives the outputs, or a sink. `metadata`
     (GGUF output only) holds the key/value pairs written to the file (see `lazyparams.io.GGUFSink`).
     `budget` refuses the run if the predicted peak exceeds it (after splitting row-wise steps into
     blocks); without one the run takes the default of `plan`, and `"none"` turns it off. Output
-    appears at `dst` only when complete; a safetensors run that is interrupted (or fails) keeps its
-    work beside `dst`, and `resume=True` continues it, computing only the missing outputs, to a
+    appears at `dst` only when complete; a run that is interrupted, or fails in a way a rerun can
+    get past (see `journal.keeps_partial`), keeps its work beside `dst`, and `resume=True`
+    continues it, computing only the missing outputs, to a
     byte-identical result; what it reuses is checked by content (the source files against the
     fingerprints recorded when the run started: `verify_resume="full"`, the default, CRCs every
     byte, so any changed byte is caught, at the cost of one read of the source at the start and at
-    the resume; `"sampled"` hashes a file's header and spread blocks only (see `fingerprint`); npz,
-    npy and GGUF outputs against their recorded CRCs). `workers` > 1 runs that many independent
+    the resume; `"sampled"` hashes a file's header and spread blocks only (see `fingerprint`); the
+    other formats' outputs against their recorded CRCs). `workers` > 1 runs that many independent
     steps at once (loads ahead of computing, writes beside it), never holding more than the budget
     (without one, `plan.worker_budget_bytes`). `progress` draws bars on stderr. `cluster` (a
     `distributed.Client`, a scheduler address or `local:N`) runs the plan's parts of `part_size`

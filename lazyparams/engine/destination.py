@@ -255,13 +255,16 @@ def job_description(
 ) -> dict[str, Any]:
     """What identifies a conversion, so that a resume continues only the same one: digests of
     the transform, the source's tensors and the outputs, the options, and the source files'
-    content fingerprints (`verify`: full, the default, or sampled; see `fingerprint`)."""
+    content fingerprints (`verify`: full, the default, or sampled; see `fingerprint`). A
+    destination that is no path (a dict, a sink) cannot be resumed: its source files are not
+    read for fingerprints."""
     inputs = [(n, source.info(n).shape, source.info(n).dtype) for n in source.names()]
+    files = source_files(source) if dst.path is not None else []
     return {
         "version": JOB_VERSION,
         "transform": _digest(transform_text),
         "source": _digest(inputs),
-        SOURCE_FILES: fingerprints(source_files(source), verify),
+        SOURCE_FILES: fingerprints(files, verify),
         "outputs": _digest([(i.name, i.shape, i.dtype) for i in outputs]),
         "format": dst.format,
         "shard_size": dst.shard_size,

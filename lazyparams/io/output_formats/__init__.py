@@ -168,11 +168,15 @@ def open_sink(
     chosen = output_format(format) if format else format_of_suffix(path)
     if chosen is None and shard_size is not None:
         chosen = output_format(DEFAULT)
-    if chosen is None or chosen.sink is None:
-        with_sinks = [f.name for f in output_formats() if f.sink is not None]
+    with_sinks = ", ".join(f.name for f in output_formats() if f.sink is not None)
+    if chosen is None:
         raise CheckpointError(
-            f"{path}: cannot tell the output format from the name; pass format= one of "
-            f"{', '.join(with_sinks)}"
+            f"{path}: cannot tell the output format from the name; pass format= one of {with_sinks}"
+        )
+    if chosen.sink is None:
+        raise CheckpointError(
+            f"{path}: {chosen.name} output has no sink to write through here; convert() writes "
+            f"it, and open_sink takes one of {with_sinks}"
         )
     if shard_size is not None and not chosen.shardable:
         shardable = " and ".join(f.name for f in output_formats() if f.shardable)
