@@ -59,7 +59,7 @@ def test_an_unknown_format_is_refused_listing_the_registered_ones() -> None:
 
 
 def test_open_sink_refuses_a_format_without_an_io_sink(tmp_path: Path) -> None:
-    with pytest.raises(CheckpointError, match="pytorch output has no sink .* one of safetensors"):
+    with pytest.raises(CheckpointError, match=r"pytorch output has no sink .* one of safetensors"):
         open_sink(tmp_path / "m.pt", [TensorInfo.of("w", (2,), "float32")])
 
 
