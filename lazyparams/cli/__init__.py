@@ -1,4 +1,4 @@
-"""The `lazyparams` command: `plan`, `convert`, `show` and `demo`, a thin layer over the engine.
+"""The `lazyparams` command (plan, convert, merge, show, demo): a thin layer over the engine.
 
 Exit codes: 0 success, 1 an error (one line naming the culprit, no traceback), 2 a usage
 error, 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (128 + the signal, as shells report).
@@ -163,7 +163,13 @@ def _run_demo(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
-_COMMANDS = {"plan": _run_plan, "convert": _run_convert, "show": _run_show, "demo": _run_demo}
+_COMMANDS = {
+    "plan": _run_plan,
+    "convert": _run_convert,
+    "merge": _run_convert,  # a merge is a conversion whose SRC is the configuration
+    "show": _run_show,
+    "demo": _run_demo,
+}
 
 
 def _check_argument_order(args: argparse.Namespace) -> None:

@@ -112,6 +112,11 @@ _COMMANDS = {
         "print the compiled IR",
         "Print the transform's IR in script syntax at one stage of compilation.",
     ),
+    "merge": (
+        "merge several models into one",
+        "Merge the models a configuration names (mergekit's YAML) into DST in bounded memory, "
+        "optionally through a recipe (--recipe gguf:Q4_K_M). Also: convert SPEC CONFIG DST.",
+    ),
     "demo": (
         "convert a generated llama-like checkpoint",
         "Make a small llama-like checkpoint in a temporary folder, plan and convert it with a "
@@ -192,10 +197,40 @@ def _part_size_option(command: argparse.ArgumentParser) -> None:
 
 
 def _convert_options(command: argparse.ArgumentParser) -> None:
-    from lazyparams.engine.fingerprint import VERIFY_MODES
-
     _spec_and_source(command)
     command.add_argument("dst", metavar="DST", help="where to write (must not exist)")
+    _output_options(command)
+
+
+def _merge_options(command: argparse.ArgumentParser) -> None:
+    command.epilog = _recipes_epilog()
+    command.formatter_class = argparse.RawDescriptionHelpFormatter
+    command.add_argument(
+        "src", metavar="CONFIG", help="a merge configuration (mergekit's YAML: models, method)"
+    )
+    command.add_argument(
+        "dst",
+        metavar="DST",
+        help="where to write (must not exist): a folder gets the merged model as a Hugging "
+        "Face folder (config.json and tokenizer from the base)",
+    )
+    command.add_argument(
+        "--recipe",
+        dest="spec",
+        default="merged",
+        metavar="SPEC",
+        help="what to make of the merged model in the same run, e.g. gguf:Q4_K_M or "
+        "cast:bfloat16 (default: the merged tensors as they are)",
+    )
+    command.add_argument("--gguf-pre", metavar="NAME", help="gguf: the BPE pre-tokenizer's name")
+    command.set_defaults(allow_outside_links=False)
+    _output_options(command)
+
+
+def _output_options(command: argparse.ArgumentParser) -> None:
+    """The options of a run that writes DST."""
+    from lazyparams.engine.fingerprint import VERIFY_MODES
+
     _memory_options(command)
     command.add_argument("--format", choices=_format_names(), help=_format_help())
     command.add_argument(
@@ -263,6 +298,7 @@ def _demo_options(command: argparse.ArgumentParser) -> None:
 _OPTIONS = {
     "plan": _plan_options,
     "convert": _convert_options,
+    "merge": _merge_options,
     "show": _show_options,
     "demo": _demo_options,
 }

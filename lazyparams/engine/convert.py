@@ -279,6 +279,8 @@ def prepare(
     )
     if target.path is not None:
         target.header_metadata = source_header_metadata(source)
+        if resolved.side_files is not None and target.path.suffix == "":
+            target.side_files = resolved.side_files(outputs)
     job = job_description(traced.script(), source, outputs, target, check_mode(verify))
     target.prepare(job)
     notes = format_notices(source, chosen, resolved, meta)
@@ -338,6 +340,7 @@ def _write(
         with counter:
             run = _execute(plan, source, output, counter) if plan.outputs else None
         output.finalize()
+        target.publish_side_files()
     except BaseException as failure:
         if keeps_partial(failure):
             output.suspend()

@@ -64,12 +64,26 @@ class Destination:
     records: dict[str, int] = field(default_factory=dict)
     header_metadata: dict[str, str] | None = None
     """The safetensors `__metadata__` of every output file (the source's, kept)."""
+    side_files: dict[str, bytes] = field(default_factory=dict)
+    """Files a folder destination gets beside the tensors (a merged model's config.json and
+    tokenizer), each written whole and renamed into place once the tensors are published."""
     _layout: Layout | None = field(default=None, init=False, repr=False)
 
     @property
     def path(self) -> Path | None:
         """The destination path, or None for a dict or sink object."""
         return self.target if isinstance(self.target, Path) else None
+
+    def publish_side_files(self) -> None:
+        """Write `side_files` into the published folder (each to a temporary name, then
+        renamed, so none is ever seen half-written)."""
+        folder = self.path
+        if folder is None or not self.side_files:
+            return
+        for name, content in self.side_files.items():
+            temporary = folder / f".{name}.partial"
+            temporary.write_bytes(content)
+            os.replace(temporary, folder / name)
 
     @property
     def output_format(self) -> OutputFormat:

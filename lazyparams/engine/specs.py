@@ -8,10 +8,11 @@ io, targets and the engine's recipes.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -24,6 +25,11 @@ from lazyparams.frontend.tensor import Tensor
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.io.model_config import ModelFolder
 from lazyparams.ir import IRModule
+from lazyparams.targets.merge.merge import MergeBinding
+from lazyparams.targets.merge.target import MergedHeader, merge_of, merged_folder, side_files
+
+MERGED = "merged"
+"""The SPEC that writes a merge's tensors as they are (`lazyparams merge` without a recipe)."""
 
 
 @runtime_checkable
@@ -62,6 +68,9 @@ class ResolvedSpec:
     metadata_fn: Callable[[Sequence[TensorInfo]], dict[str, Any]] | None = None
     describe_fn: Callable[[Sequence[TensorInfo]], list[tuple[str, str]]] | None = None
     output_format: str | None = None
+    side_files: Callable[[Sequence[TensorInfo]], dict[str, bytes]] | None = None
+    """The files a folder destination gets beside the tensors (a merge's config.json and
+    tokenizer), as a function of the outputs."""
 
     def metadata(self, outputs: Sequence[TensorInfo]) -> dict[str, Any]:
         """The SPEC's metadata for these outputs (empty when it has none)."""
@@ -83,8 +92,17 @@ def spec_with_options(spec: str, *, gguf_pre: str | None = None) -> Any:
 
 
 def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
-    """Bind SPEC to the model folder of `src` (a path; else the folder of the source's path)."""
-    folder = model_folder(src, source)
+    """Bind SPEC to the model folder of `src` (a path; else the folder of the source's path).
+
+    When `source` is a merge configuration's models, SPEC follows the merge: it is bound to the
+    merged model (its header and folder) and traced over the merged tensors."""
+    binding = merge_of(source)
+    if binding is not None:
+        return _after_merge(spec, binding)
+    return _resolve(spec, source, model_folder(src, source))
+
+
+def _resolve(spec: Any, source: CheckpointSource, folder: ModelFolder) -> ResolvedSpec:
     target = target_of(spec)
     if target is not None:
         return _bind_target(target, folder, source)
@@ -100,6 +118,28 @@ def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
     return ResolvedSpec(
         spec_name(spec), folder, _with_config(fn, folder), _metadata_of(spec, metadata, folder)
     )
+
+
+def _after_merge(spec: Any, binding: MergeBinding) -> ResolvedSpec:
+    """SPEC bound to the merged model, its function composed after the merge's."""
+    header = MergedHeader(binding, str(binding.config.path))
+    files = functools.partial(side_files, binding)
+    if spec is None or spec == MERGED:
+        name = f"{binding.method.name} merge"
+        return ResolvedSpec(name, merged_folder(binding), binding.transform, side_files=files)
+    inner = _resolve(spec, header, merged_folder(binding))  # type: ignore[arg-type]
+    fn = inner.fn
+    if isinstance(fn, ModelSpec):
+        raise ConvertError(
+            f"{inner.name}: a model module cannot follow a merge; expected a recipe, a "
+            "target or a transform function"
+        )
+
+    def merged_then(params: Mapping[str, Tensor]) -> Any:
+        return fn(binding.transform(params))
+
+    name = f"{binding.method.name} merge + {inner.name}"
+    return replace(inner, name=name, fn=merged_then, side_files=files)
 
 
 def target_of(spec: Any) -> Target | None:

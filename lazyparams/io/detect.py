@@ -100,7 +100,7 @@ def _open_folder(folder: Path, allow_outside: bool) -> CheckpointSource:
     if indexes:
         return open_index(_inside(folder, indexes[0], allow_outside), allow_outside)
     for entry in SOURCE_FORMATS.values():
-        found = _open_format(folder, entry, allow_outside)
+        found = _open_format(folder, entry, allow_outside) if entry.in_folders else None
         if found is not None:
             return found
     raise CheckpointError(

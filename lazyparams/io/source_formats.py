@@ -35,6 +35,8 @@ class SourceFormat:
     the parts of a split GGUF). `tree` is for a format that is a folder rather than a file:
     the folder opens as `tree(folder, allow_outside_links=...)` when a file with one of
     `suffixes` lies anywhere under it. `sniff` recognises a file whose extension says nothing.
+    `in_folders` is False for a format that is read only when named (a merge configuration:
+    a model folder may hold YAML files of its own).
     """
 
     name: str
@@ -45,6 +47,7 @@ class SourceFormat:
     several: str | None = None
     tree: str | None = None
     sniff: Sniff | None = None
+    in_folders: bool = True
 
     def load(self, attribute: str) -> Callable[..., Any]:
         """The callable `attribute` of the format's module, imported now."""
@@ -104,6 +107,10 @@ def _files_of(entry: SourceFormat) -> str:
 def source_files(source: Any) -> list[Path]:
     """The files a source reads, each once, so that an edited source is noticed: a folder's
     files (not hidden ones), or the source's file and the shards or parts it names."""
+    members = getattr(source, "members", None)
+    if isinstance(members, dict):  # a source set: its own file, then every member's files
+        own = source_files(_PathOnly(source.path))
+        return list(dict.fromkeys([*own, *(f for m in members.values() for f in source_files(m))]))
     raw = getattr(source, "path", None)
     if not isinstance(raw, str) or not os.path.exists(raw):
         return []
@@ -113,6 +120,13 @@ def source_files(source: Any) -> list[Path]:
     shards = sorted(set(getattr(source, "weight_map", {}).values()))
     files = dict.fromkeys([path, *(path.parent / name for name in shards)])
     return [p for p in files if p.exists()]
+
+
+@dataclass(frozen=True, slots=True)
+class _PathOnly:
+    """A source's path alone, for the files of a source set's own file."""
+
+    path: str
 
 
 # Sniffing ------------------------------------------------------------------------------------
@@ -187,6 +201,14 @@ _BUILT_IN: Sequence[SourceFormat] = (
         "lazyparams.io.numpy_source",
         (".npy",),
         tree="NpyFolderSource",
+    ),
+    SourceFormat(
+        "merge",
+        "a merge configuration (mergekit's YAML): every model it names, read as one set",
+        "lazyparams.io.merge_config",
+        (".yml", ".yaml"),
+        opener="open_merge_sources",
+        in_folders=False,
     ),
 )
 for _entry in _BUILT_IN:
