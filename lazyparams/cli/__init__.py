@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from lazyparams.engine.convert import ConvertOptions
     from lazyparams.engine.executor import ExecutorReport
 
 
@@ -78,22 +79,10 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
     from lazyparams.engine.report_tables import report_table
     from lazyparams.engine.specs import spec_with_options
 
+    spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
+    options = _convert_options(args)
     report = convert(
-        spec_with_options(args.spec, gguf_pre=args.gguf_pre),
-        args.src,
-        args.dst,
-        budget=args.budget,
-        format=args.format,
-        shard_size=args.shard_size,
-        resume=args.resume,
-        verify_resume=args.verify_resume,
-        progress=not args.no_progress,
-        workers=args.workers,
-        metadata=_metadata(args),
-        cluster=args.cluster,
-        part_size=args.part_size,
-        allow_outside_links=args.allow_outside_links,
-        notice=_warning,
+        spec, args.src, args.dst, cluster=args.cluster, part_size=args.part_size, **options
     )
     if args.json:
         _print_json(report.summary())
@@ -102,6 +91,23 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
     else:
         _print_cluster_report(report, out)
     return 0
+
+
+def _convert_options(args: argparse.Namespace) -> ConvertOptions:
+    """`convert`'s keyword arguments as the options give them, all but `cluster` and
+    `part_size` (which choose the kind of report it returns)."""
+    return {
+        "budget": args.budget,
+        "format": args.format,
+        "shard_size": args.shard_size,
+        "resume": args.resume,
+        "verify_resume": args.verify_resume,
+        "progress": not args.no_progress,
+        "workers": args.workers,
+        "metadata": _metadata(args),
+        "allow_outside_links": args.allow_outside_links,
+        "notice": _warning,
+    }
 
 
 def _print_cluster_report(report: ExecutorReport, out: Console) -> None:
