@@ -27,6 +27,7 @@ from lazyparams.engine.plan import (
     check_target_output,
     check_workers,
     opened,
+    total_bytes,
 )
 from lazyparams.engine.sizes import format_bytes, size_or_none
 from lazyparams.engine.specs import resolve_spec
@@ -280,7 +281,7 @@ def _part_size(
     for name, value in (("part_size", part_size), ("shard_size", shard_size)):
         if value is not None and value <= 0:
             raise ConvertError(f"{name}: expected a positive size, got {value}")
-    total = sum(info.nbytes for info in outputs)
+    total = total_bytes(outputs)
     return part_size or shard_size or max(math.ceil(total / (workers * PARTS_PER_WORKER)), 1)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,11 @@ parallel model's `REORDERABLE` (get_item, set_item), calls of distinct ones, whi
 run in any order and at once."""
 
 
+def total_bytes(infos: Iterable[TensorInfo]) -> int:
+    """The bytes of all `infos` together."""
+    return sum(info.nbytes for info in infos)
+
+
 class ReadsWrites:
     """`bytes_in` and `bytes_out` of a record listing the tensors it reads and writes."""
 
@@ -63,12 +68,12 @@ class ReadsWrites:
     @property
     def bytes_in(self) -> int:
         """Bytes read from the source: each listed input once."""
-        return sum(info.nbytes for info in self.inputs)
+        return total_bytes(self.inputs)
 
     @property
     def bytes_out(self) -> int:
         """Bytes written to the destination."""
-        return sum(info.nbytes for info in self.outputs)
+        return total_bytes(self.outputs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +87,10 @@ class Plan(ReadsWrites):
     spec: str
     source: str
     module: IRModule
+    """The lazy module the VM runs: lowered, and in blocks of rows where the budget needs it."""
     traced: IRModule
+    """The transform as traced against the source's header, with only the outputs asked for,
+    before lowering (`check_budget` reads the weights' struct info from it)."""
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
     source_tensors: int
