@@ -70,6 +70,19 @@ class Template:
     plan: Plan
     unit: Unit
 
+    def run_for(
+        self, unit: Unit, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]
+    ) -> UnitRun:
+        """How to run `unit`, of this template's signature: the plan, with the tensor names of
+        the template's unit mapped to `unit`'s (`inputs` and `outputs` are the partition's)."""
+        ins = zip(self.unit.inputs, unit.inputs, strict=True)
+        outs = zip(self.unit.outputs, unit.outputs, strict=True)
+        return UnitRun(
+            self.plan,
+            {inputs[a].name: inputs[b].name for a, b in ins},
+            {outputs[a].name: outputs[b].name for a, b in outs},
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class UnitRun:
@@ -83,7 +96,12 @@ class UnitRun:
 
 @dataclass(frozen=True, slots=True)
 class Partition:
-    """A conversion cut into parts; `check_budget` refuses it when a part exceeds the budget."""
+    """A conversion cut into parts; `check_budget` refuses it when a part exceeds the budget.
+
+    `units` are the groups of outputs computed together (see `grouping`), in output order; a
+    part runs a run of them. `budget` is per worker, and `templates` hold one compiled plan per
+    unit signature.
+    """
 
     spec: str
     source: str
@@ -137,14 +155,8 @@ class Partition:
         return [self._unit_run(self.units[u]) for u in part.units]
 
     def _unit_run(self, unit: Unit) -> UnitRun:
-        """The template of `unit`'s signature, with the template unit's names mapped to its."""
-        template = self.templates[unit.signature]
-        first = template.unit
-        ins, outs = self.input_infos, self.output_infos
-        inputs = {ins[a].name: ins[b].name for a, b in zip(first.inputs, unit.inputs, strict=True)}
-        pairs = zip(first.outputs, unit.outputs, strict=True)
-        outputs = {outs[a].name: outs[b].name for a, b in pairs}
-        return UnitRun(template.plan, inputs, outputs)
+        """The template of `unit`'s signature, run for `unit`."""
+        return self.templates[unit.signature].run_for(unit, self.input_infos, self.output_infos)
 
     def check_budget(self) -> None:
         """Refuse the plan, naming the part and its peak, if a part exceeds the budget."""
