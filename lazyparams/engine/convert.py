@@ -12,7 +12,7 @@ import gc
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Unpack, overload
 
 import lazyparams.script  # noqa: F401 - the printer: a job is identified by its script text
@@ -77,21 +77,9 @@ class Report:
         return self.plan.eager_peak_bytes
 
     def summary(self) -> dict[str, Any]:
-        """The report as plain data (for JSON)."""
-        return {
-            **self.plan.summary(),
-            "destination": self.destination,
-            "files": list(self.files),
-            "tensors_read": self.tensors_read,
-            "bytes_read": self.bytes_read,
-            "tensors_written": self.tensors_written,
-            "bytes_written": self.bytes_written,
-            "resumed_outputs": self.resumed_outputs,
-            "discarded_partial": self.discarded_partial,
-            "wall_seconds": self.wall_seconds,
-            "measured_peak_bytes": self.measured_peak_bytes,
-            "peak_rss_bytes": self.peak_rss_bytes,
-        }
+        """The report as plain data (for JSON): the plan's summary, then every other field."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "plan"}
+        return {**self.plan.summary(), **own, "files": list(self.files)}
 
 
 @dataclass(frozen=True, slots=True)
