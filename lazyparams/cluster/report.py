@@ -46,7 +46,11 @@ class WorkerReport:
 
 @dataclass(frozen=True, slots=True)
 class ClusterReport:
-    """What a cluster conversion did; after a resume, `parts_run` counts only the missing."""
+    """What a cluster conversion did; after a resume, `parts_run` counts only the missing.
+
+    `destination` and `files` name the output as `convert`'s own report does; the bytes read and
+    written and the measured peak are the sums and the largest of `workers`' reports.
+    """
 
     partition: Partition
     destination: str
