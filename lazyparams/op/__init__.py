@@ -14,13 +14,33 @@ from lazyparams.op.base import (
     register,
     typed_call,
 )
-from lazyparams.op.binary import add, broadcast_shapes, divide, matmul, multiply, subtract
+from lazyparams.op.binary import (
+    add,
+    broadcast_shapes,
+    divide,
+    matmul,
+    maximum,
+    minimum,
+    multiply,
+    subtract,
+)
 from lazyparams.op.builtin import (
     call_packed,
     call_pure_packed,
     call_tir,
     kill_object,
     stop_lift_params,
+)
+from lazyparams.op.compare import (
+    equal,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    logical_and,
+    logical_or,
+    not_equal,
+    where,
 )
 from lazyparams.op.create import const, ones, prim_value, zeros
 from lazyparams.op.describe import describe, show_dim
@@ -31,10 +51,14 @@ from lazyparams.op.layout_cast import layout_cast
 from lazyparams.op.manipulate import astype, expand_dims, permute_dims, reshape
 from lazyparams.op.nn import conv2d
 from lazyparams.op.quantize import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
+from lazyparams.op.reduce import max, mean, min, sum
+from lazyparams.op.unary import abs, acos, cos, exp, log, negative, sign, sin, sqrt, square
 
 __all__ = [
     "SINFO_ARG_KEYWORDS",
     "OpDef",
+    "abs",
+    "acos",
     "add",
     "astype",
     "broadcast_shapes",
@@ -45,19 +69,36 @@ __all__ = [
     "concat",
     "const",
     "conv2d",
+    "cos",
     "dequantize_gguf",
     "dequantize_int4",
     "dequantize_int8",
     "describe",
     "dims_equal",
     "divide",
+    "equal",
+    "exp",
     "expand_dims",
+    "greater",
+    "greater_equal",
     "kill_object",
     "layout_cast",
+    "less",
+    "less_equal",
+    "log",
+    "logical_and",
+    "logical_or",
     "make_call",
     "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "min",
+    "minimum",
     "multiply",
+    "negative",
     "normalize_attrs",
+    "not_equal",
     "ones",
     "permute_dims",
     "prim_value",
@@ -67,11 +108,17 @@ __all__ = [
     "register",
     "reshape",
     "show_dim",
+    "sign",
+    "sin",
     "split",
+    "sqrt",
+    "square",
     "stop_lift_params",
     "strided_slice",
     "subtract",
+    "sum",
     "take",
     "typed_call",
+    "where",
     "zeros",
 ]

@@ -7,6 +7,7 @@ Imports `ir` only.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -93,6 +94,16 @@ def as_int_or_ints(op: str, name: str, value: Any) -> int | tuple[int, ...]:
     if isinstance(value, Sequence) and not isinstance(value, str):
         return as_ints(op, name, value)
     return as_int(op, name, value)
+
+
+def as_bool(op: str, name: str, value: Any) -> bool:
+    """A flag attr: a Python or numpy bool, or a bool immediate (ints are refused)."""
+    if isinstance(value, IntImm) and value.dtype == "bool":
+        return bool(value.value)
+    np = sys.modules.get("numpy")  # a numpy bool exists only once numpy is imported
+    if isinstance(value, bool) or (np is not None and isinstance(value, np.bool_)):
+        return bool(value)
+    fail(op, f"expected {name} to be True or False, got {value!r}")
 
 
 def as_dtype(op: str, name: str, value: Any) -> str:
@@ -205,6 +216,19 @@ def typed_call(
         fail(name, f"expected no sinfo_args (the result is inferred), got {len(sinfo_args)}")
     call = Call(get_op(name), tuple(args), normalize_attrs(name, attrs or {}), tuple(sinfo_args))
     return call, struct_info_of(call)
+
+
+def op_function(name: str, doc: str) -> Callable[..., Call]:
+    """The constructor `R.<name>(*operands)` of an op whose params are all operands: one
+    function made per op of a family (the unary math, the comparisons) rather than each
+    written out."""
+
+    def build(*operands: Expr) -> Call:
+        return make_call(name, operands)
+
+    build.__name__ = build.__qualname__ = name
+    build.__doc__ = doc
+    return build
 
 
 def attr(call: Call, name: str) -> Any:

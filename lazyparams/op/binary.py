@@ -1,4 +1,5 @@
-"""Two-operand arithmetic: add, subtract, multiply, divide (broadcasting) and matmul.
+"""Two-operand arithmetic: add, subtract, multiply, divide, maximum, minimum (broadcasting) and
+matmul.
 
 Shapes follow numpy's broadcasting and matmul rules; both operands must share a dtype, which
 the result keeps (matmul may name another with `out_dtype`). Imports `ir` only.
@@ -6,6 +7,7 @@ the result keeps (matmul may name another with `out_dtype`). Imports `ir` only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import zip_longest
 
 from lazyparams.ir.describe import show_dim, show_shape
@@ -46,16 +48,30 @@ def broadcast_shapes(
     return tuple(reversed(out))
 
 
+def broadcast_struct(op: str, tensors: Sequence[TensorStructInfo], dtype: str) -> TensorStructInfo:
+    """A tensor of `dtype` in the broadcast shape of `tensors` (only its rank where a shape is
+    unknown or a symbolic pair unprovable)."""
+    ndims = [t.ndim for t in tensors]
+    ndim = -1 if -1 in ndims else max(ndims)
+    shape: tuple[PrimExpr, ...] | None = ()
+    for t in tensors:
+        if t.shape is None:
+            return TensorStructInfo(None, dtype, ndim)
+        if shape is not None:
+            shape = broadcast_shapes(op, shape, t.shape)
+    return TensorStructInfo(shape, dtype, ndim)
+
+
+def operand_pair(call: Call) -> tuple[TensorStructInfo, TensorStructInfo]:
+    """The two tensor operands x1 and x2 of a binary op."""
+    return tensor_operand(call, 0, "x1"), tensor_operand(call, 1, "x2")
+
+
 def _infer_elementwise(call: Call) -> TensorStructInfo:
     """The broadcast shape in the operands' common dtype."""
     name = call_op_name(call)
-    a, b = tensor_operand(call, 0, "x1"), tensor_operand(call, 1, "x2")
-    dtype = same_dtype(name, [a.dtype, b.dtype])
-    if a.shape is None or b.shape is None:
-        ndim = -1 if -1 in (a.ndim, b.ndim) else max(a.ndim, b.ndim)
-        return TensorStructInfo(None, dtype, ndim)
-    shape = broadcast_shapes(name, a.shape, b.shape)
-    return TensorStructInfo(shape, dtype, max(a.ndim, b.ndim))
+    a, b = operand_pair(call)
+    return broadcast_struct(name, (a, b), same_dtype(name, [a.dtype, b.dtype]))
 
 
 def add(x1: Expr, x2: Expr) -> Call:
@@ -76,6 +92,16 @@ def multiply(x1: Expr, x2: Expr) -> Call:
 def divide(x1: Expr, x2: Expr) -> Call:
     """`R.divide(x1, x2)`: elementwise quotient with numpy broadcasting, in the operands' dtype."""
     return make_call("divide", [x1, x2])
+
+
+def maximum(x1: Expr, x2: Expr) -> Call:
+    """`R.maximum(x1, x2)`: the larger of each pair with numpy broadcasting (NaN wins)."""
+    return make_call("maximum", [x1, x2])
+
+
+def minimum(x1: Expr, x2: Expr) -> Call:
+    """`R.minimum(x1, x2)`: the smaller of each pair with numpy broadcasting (NaN wins)."""
+    return make_call("minimum", [x1, x2])
 
 
 # matmul -------------------------------------------------------------------------------------
@@ -126,7 +152,7 @@ _OPERANDS = (OpParam("x1", "expr"), OpParam("x2", "expr"))
 register(
     *(
         OpDef(name, _OPERANDS, _infer_elementwise)
-        for name in ("add", "subtract", "multiply", "divide")
+        for name in ("add", "subtract", "multiply", "divide", "maximum", "minimum")
     ),
     OpDef(
         "matmul",

@@ -204,9 +204,13 @@ def _take(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
 # Arithmetic ----------------------------------------------------------------------------------
 
 
-def _same_dtype(a: Array, b: Array) -> np.dtype[Any]:
+def same_dtype(a: Array, b: Array, op: str = "") -> np.dtype[Any]:
+    """The dtype two operands share, or the error (naming `op` where given)."""
     if a.dtype != b.dtype:
-        raise RuntimeExecError(f"expected operands of one dtype, got {a.dtype} and {b.dtype}")
+        where = f"R.{op}: " if op else ""
+        raise RuntimeExecError(
+            f"{where}expected operands of one dtype, got {a.dtype} and {b.dtype}"
+        )
     return np.dtype(a.dtype)
 
 
@@ -215,19 +219,26 @@ def _elementwise(ufunc: np.ufunc) -> Kernel:
 
     def run(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
         a, b = np.asarray(ops[0]), np.asarray(ops[1])
-        return np.asarray(ufunc(a, b)).astype(_same_dtype(a, b), copy=False)
+        return np.asarray(ufunc(a, b)).astype(same_dtype(a, b), copy=False)
 
     return run
 
 
-for _name, _ufunc in (("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply)):
+_ARITHMETIC = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+}
+for _name, _ufunc in _ARITHMETIC.items():
     kernel(_name)(_elementwise(_ufunc))
 
 
 @kernel("divide")
 def _divide(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     a, b = np.asarray(ops[0]), np.asarray(ops[1])
-    dtype = _same_dtype(a, b)
+    dtype = same_dtype(a, b)
     if dtype.kind not in "iu":
         return np.asarray(np.true_divide(a, b)).astype(dtype, copy=False)
     if np.any(b == 0):
@@ -239,7 +250,7 @@ def _divide(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
 @kernel("matmul")
 def _matmul(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     a, b = np.asarray(ops[0]), np.asarray(ops[1])
-    out = to_numpy(attrs["out_dtype"]) if attrs.get("out_dtype") else _same_dtype(a, b)
+    out = to_numpy(attrs["out_dtype"]) if attrs.get("out_dtype") else same_dtype(a, b)
     work = _compute_dtype(out)
     return np.asarray(np.matmul(a.astype(work), b.astype(work))).astype(out, copy=False)
 

@@ -53,6 +53,32 @@ def test_broadcasting(a: tuple[int, ...], b: tuple[int, ...]) -> None:
 
 
 @FAST
+@given(shapes, shapes, shapes)
+def test_where_broadcasts_three(c: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...]) -> None:
+    agree(
+        lambda: op.where(var(c, "bool"), var(a), var(b)),
+        lambda: np.where(np.zeros(c, bool), np.zeros(a), np.zeros(b)),
+    )
+
+
+axes = st.none() | st.integers(-5, 4) | st.lists(st.integers(-5, 4), max_size=3)
+
+
+@FAST
+@given(shapes, axes, st.booleans(), st.sampled_from(["sum", "max", "min", "mean"]))
+def test_reductions(shape: tuple[int, ...], axis: Any, keepdims: bool, name: str) -> None:
+    # np.sum's shapes for all four: max and min refuse an empty slice at run time only
+    numpy_axis = tuple(axis) if isinstance(axis, list) else axis
+
+    def oracle() -> Any:
+        if shape == () and isinstance(axis, int):
+            raise ValueError("numpy's old leniency (axis 0 or -1 of a 0-d array) is refused")
+        return np.sum(np.zeros(shape), axis=numpy_axis, keepdims=keepdims)
+
+    agree(lambda: getattr(op, name)(var(shape), axis, keepdims), oracle)
+
+
+@FAST
 @given(shapes, shapes)
 def test_matmul(a: tuple[int, ...], b: tuple[int, ...]) -> None:
     agree(lambda: op.matmul(var(a), var(b)), lambda: np.matmul(np.zeros(a), np.zeros(b)))

@@ -11,6 +11,10 @@ from lazyparams.ir.prim import IntImm
 from lazyparams.ir.struct_info import TensorStructInfo
 
 X = Var("x", TensorStructInfo((4, 8), "float32"))
+UNARY = ["abs", "sign", "sqrt", "sin", "cos", "acos", "exp", "log", "negative", "square"]
+PAIRS = ["maximum", "minimum", "logical_and", "logical_or"]
+PAIRS += ["greater", "greater_equal", "less", "less_equal", "equal", "not_equal"]
+REDUCTIONS = ["sum", "max", "min", "mean"]
 
 SIGNATURES = {
     "permute_dims": [("x", "expr"), ("axes", "attr")],
@@ -32,6 +36,10 @@ SIGNATURES = {
     "multiply": [("x1", "expr"), ("x2", "expr")],
     "divide": [("x1", "expr"), ("x2", "expr")],
     "matmul": [("x1", "expr"), ("x2", "expr"), ("out_dtype", "attr")],
+    **{name: [("x", "expr")] for name in UNARY},
+    **{name: [("x1", "expr"), ("x2", "expr")] for name in PAIRS},
+    "where": [("condition", "expr"), ("x1", "expr"), ("x2", "expr")],
+    **{name: [("x", "expr"), ("axis", "attr"), ("keepdims", "attr")] for name in REDUCTIONS},
     "zeros": [("shape", "attr"), ("dtype", "attr")],
     "ones": [("shape", "attr"), ("dtype", "attr")],
     "quantize_int8": [("x", "expr"), ("axis", "attr")],
@@ -69,6 +77,8 @@ def test_optional_attrs_carry_the_documented_defaults() -> None:
         ("quantize_int4", "group_size"): 32,
         ("dequantize_int8", "axis"): 0,
         ("dequantize_int4", "group_size"): 32,
+        **{(name, "axis"): None for name in REDUCTIONS},
+        **{(name, "keepdims"): False for name in REDUCTIONS},
     }
 
 

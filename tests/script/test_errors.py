@@ -38,7 +38,7 @@ CASES = [
     pytest.param(
         relax("y = R.transpose(x)", "return y"),
         (5, 13),
-        "unknown op R.transpose; expected one of R.add, R.assert_op, R.astype",
+        "unknown op R.transpose; expected one of R.abs, R.acos, R.add, R.assert_op, R.astype",
         id="unknown-op",
     ),
     pytest.param(
