@@ -28,6 +28,9 @@ class LiveValue:
     name: str
     nbytes: int
 
+    def __str__(self) -> str:
+        return f"{self.name} {format_bytes(self.nbytes)}"
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryProfile:
@@ -49,7 +52,7 @@ class MemoryProfile:
     start_bytes: int
 
     def __str__(self) -> str:
-        live = ", ".join(f"{v.name} {format_bytes(v.nbytes)}" for v in self.live_at_peak)
+        live = ", ".join(map(str, self.live_at_peak))
         where = "the start" if self.peak_index < 0 else f"binding {self.peak_binding}"
         return f"peak {format_bytes(self.peak_bytes)} at {where}: {live or 'nothing live'}"
 
