@@ -30,14 +30,6 @@ OFF = "none"
 
 
 @dataclass(frozen=True, slots=True)
-class Usable:
-    """Bytes this process can hold in all, and where the figure comes from (`what`)."""
-
-    nbytes: int
-    what: str
-
-
-@dataclass(frozen=True, slots=True)
 class BudgetChoice:
     """The budget a run uses and why: `origin` is `given`, `default`, `off` (the caller
     turned it off) or `unknown` (no default: the usable memory cannot be read)."""
@@ -49,6 +41,14 @@ class BudgetChoice:
     def summary(self) -> dict[str, object]:
         """The choice as plain data (for JSON reports)."""
         return {"origin": self.origin, "note": self.note or None}
+
+
+@dataclass(frozen=True, slots=True)
+class Usable:
+    """Bytes this process can hold in all, and where the figure comes from (`what`)."""
+
+    nbytes: int
+    what: str
 
 
 def _read(path: Path) -> str | None:
