@@ -40,7 +40,11 @@ class TensorRule:
 
 @dataclass(frozen=True, slots=True)
 class ExpertRule:
-    """Experts `{xid}` of layer `{bid}` stacked along a new first axis into one GGUF tensor."""
+    """Experts `{xid}` of layer `{bid}` stacked along a new first axis into one GGUF tensor.
+
+    `hf` holds both `{bid}` and `{xid}`, `gguf` only `{bid}`; every layer must hold experts
+    0..n-1 of each rule, n as config.json says.
+    """
 
     hf: str
     gguf: str
