@@ -42,7 +42,7 @@ def fit_budget(lazy: IRModule, inputs: Sequence[StructInfo], budget: int) -> IRM
         return lazy
     chains = over_budget(function_of(lazy), inputs, budget, profile)
     best, lowest = lazy, profile.peak_bytes
-    only = {chain.index for chain in chains}
+    only = {index for chain in chains for index in chain.indices}
     for block in block_sizes(chains, budget):
         pass_ = ChunkRows(block, inputs=inputs, func_names=[FUNC], only_inputs=only)
         candidate = pass_(lazy)

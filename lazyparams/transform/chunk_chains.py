@@ -1,4 +1,4 @@
-"""Row-separable chains of a lazy function: one loaded tensor, the steps that keep its rows
+"""Row-separable chains of a lazy function: loaded tensors, the steps that keep their rows
 apart, and the outputs they hand off, so the whole chain can run one block of rows at a time.
 
 A chain starts at `x = get_item(i)` and holds every binding reading one of its values, each of
@@ -39,13 +39,16 @@ from lazyparams.ir import (
 )
 from lazyparams.ir.dtype import is_block
 from lazyparams.ir.prim import IntImm
+from lazyparams.transform.chunk_splits import (
+    BLOCK_STEPS,
+    ELEMENTWISE,
+    Split,
+    shape_of,
+    step_split,
+)
 
-Split = int | tuple["Split", ...]
-"""The split axis of a value: an axis for a tensor, one split per field for a tuple."""
-
-ELEMENTWISE = frozenset({"add", "subtract", "multiply", "divide"})
-BLOCK_STEPS = frozenset({"quantize_gguf", "dequantize_gguf"})
-"""GGML block (de)quantization: rows are independent, but a row's values share blocks."""
+JOINS = ELEMENTWISE
+"""The steps whose other operands may be loads joining the chain, or free operands."""
 STEP_OPS = ELEMENTWISE | BLOCK_STEPS | {"astype", "permute_dims", "quantize_int8", "quantize_int4"}
 STEP_OPS |= {"layout_cast"}  # of one tensor (no join): a permutation and a cast
 
@@ -68,6 +71,19 @@ class Chain:
     members: tuple[Binding, ...]
     splits: dict[Var, Split]
     row_bytes: int
+    loads: tuple[tuple[Binding, int, TensorStructInfo], ...] = ()
+    """Every load of the chain, `(binding, input index, struct info)`, in body order (the
+    first is `load`); the chain runs where the last of them was."""
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        """The input indices the chain loads."""
+        return tuple(index for _, index, _ in self.loads) or (self.index,)
+
+    @property
+    def last_load(self) -> Binding:
+        """The load after which every block of the chain runs."""
+        return self.loads[-1][0] if self.loads else self.load
 
     @property
     def nbytes(self) -> int:
@@ -109,6 +125,7 @@ class _Finder:
         for index, used in enumerate(live.uses):
             for var in used:
                 self.readers.setdefault(var, []).append(index)
+        self.position = {b.var: i for i, b in enumerate(live.bindings)}
         self.dataflow: set[int] = set()
         position = 0
         for block in func.body.blocks:
@@ -117,17 +134,24 @@ class _Finder:
             position += len(block.bindings)
 
     def chain(self, position: int) -> Chain | None:
+        """The chain whose first load is at `position`, else None."""
         binding = self.live.bindings[position]
         found = self._load(binding)
         if found is None or position in self.dataflow:
             return None
-        index, sinfo = found
-        members = self._members(position)
-        if members is None:
-            return None
+        grown = self._members(position)
+        if grown is None or min(grown[1]) != position:
+            return None  # a chain joining several loads is found from its first
+        members, load_positions = grown
+        loads = []
+        for at in sorted(load_positions):
+            index, sinfo = self._load(self.live.bindings[at]) or (0, None)
+            assert sinfo is not None
+            loads.append((self.live.bindings[at], index, sinfo))
         bindings = tuple(self.live.bindings[i] for i in sorted(members))
-        for axis in (0, 1) if sinfo.ndim == 2 else (0,):
-            chain = _split(binding, index, sinfo, axis, bindings, self.fset_item)
+        ndims = {sinfo.ndim for _, _, sinfo in loads}
+        for axis in (0, 1) if ndims == {2} else (0,):
+            chain = _split(tuple(loads), axis, bindings, self.fset_item)
             if chain is not None:
                 return chain
         return None
@@ -148,35 +172,92 @@ class _Finder:
             return None
         return index, sinfo
 
-    def _members(self, start: int) -> set[int] | None:
-        """Positions of the bindings of the chain loaded at `start`, or None when a value of
-        it is read by something that cannot run in blocks.
+    def _members(self, start: int) -> tuple[set[int], set[int]] | None:
+        """Positions of the bindings of the chain loaded at `start` and of its loads, or None
+        when a value of it is read by something that cannot run in blocks.
 
         Readers are visited in body order, so every chain operand of a binding is known to be
-        one by the time the binding is classified.
+        one by the time the binding is classified; a load another operand comes from joins
+        the chain, its readers visited in turn.
         """
-        load = self.live.bindings[start].var
-        members, values = {start}, {load}
-        pending = list(self.readers.get(load, ()))
+        members, loads, values = {start}, {start}, {self.live.bindings[start].var}
+        free: set[Var] = set()
+        pending = list(self.readers.get(self.live.bindings[start].var, ()))
         heapq.heapify(pending)
         while pending:
             position = heapq.heappop(pending)
             if position in members:
                 continue
             binding = self.live.bindings[position]
-            kind = self._kind(binding, values)
+            before = set(free)
+            kind = self._kind(binding, values, free)
             if kind is None or position in self.dataflow:
                 return None
             members.add(position)
+            for var in free - before:
+                if shape_of(var) != shape_of(binding.var):
+                    continue  # a broadcast operand stays whole (free), however it was made
+                upstream = self._upstream(var, values)
+                if upstream is None:
+                    continue
+                free.discard(var)
+                members.update(upstream)
+                loads.update(at for at in upstream if self._joins(self.live.bindings[at].var))
+                for at in upstream:
+                    values.add(self.live.bindings[at].var)
+                    for reader in self.readers.get(self.live.bindings[at].var, ()):
+                        heapq.heappush(pending, reader)
             if kind == "step":
                 values.add(binding.var)
                 for reader in self.readers.get(binding.var, ()):
                     heapq.heappush(pending, reader)
         if values & set(self.live.result_uses):
             return None
-        return members
+        if any(self.position.get(v, -1) > max(loads) for v in free):
+            return None  # a free operand must exist where the chain's blocks will run
+        return members, loads
 
-    def _kind(self, binding: Binding, values: Collection[Var]) -> str | None:
+    def _upstream(self, var: Var, values: Collection[Var]) -> set[int] | None:
+        """The positions of the loads and steps `var` is computed from, when it comes from
+        loads through steps alone (so it can join the chain), else None."""
+        at = self.position.get(var)
+        if at is None or at in self.dataflow:
+            return None
+        binding = self.live.bindings[at]
+        if self._joins(var):
+            return {at}
+        value = binding.value
+        if isinstance(value, TupleGetItem | Var):
+            operands: tuple[object, ...] = (
+                (value.tuple_value,) if isinstance(value, TupleGetItem) else (value,)
+            )
+        elif isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in STEP_OPS:
+            operands = value.args
+        else:
+            return None
+        found = {at}
+        for operand in operands:
+            if isinstance(operand, Constant) or operand in values:
+                continue
+            if not isinstance(operand, Var):
+                return None
+            inner = self._upstream(operand, values)
+            if inner is None:
+                return None
+            found |= inner
+        return found
+
+    def _joins(self, var: Var) -> bool:
+        """Whether `var` is a load that may join a chain (a plain `get_item` outside
+        dataflow)."""
+        at = self.position.get(var)
+        if at is None or at in self.dataflow:
+            return False
+        return self._load(self.live.bindings[at]) is not None
+
+    def _kind(self, binding: Binding, values: Collection[Var], free: set[Var]) -> str | None:
+        """What `binding` is to the chain: a step, a store, a kill, or None (it cannot run in
+        blocks). A step's operands that are neither chain values nor constants go to `free`."""
         value = binding.value
         if is_kill(value):
             return "kill"
@@ -187,8 +268,13 @@ class _Finder:
         if isinstance(value, TupleGetItem | Var):
             return "step"
         if isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in STEP_OPS:
-            closed = all(isinstance(a, Constant) or a in values for a in value.args)
-            return "step" if closed else None
+            others = [a for a in value.args if not isinstance(a, Constant) and a not in values]
+            if others and value.op.name not in JOINS:
+                return None
+            if not all(isinstance(a, Var) for a in others):
+                return None
+            free.update(others)  # type: ignore[arg-type]
+            return "step"
         return None
 
 
@@ -210,22 +296,26 @@ def _store_index(call: Call) -> int | None:
 
 
 def _split(
-    load: Binding,
-    index: int,
-    sinfo: TensorStructInfo,
+    loads: tuple[tuple[Binding, int, TensorStructInfo], ...],
     axis: int,
     members: tuple[Binding, ...],
     fset_item: str,
 ) -> Chain | None:
-    """The chain when the load splits along `axis`, or None where some member cannot."""
+    """The chain when its loads split along `axis`, or None where some member cannot."""
+    load, index, sinfo = loads[0]
     shape = sinfo.static_shape
     assert shape is not None
-    if is_block(sinfo.dtype) and axis == len(shape) - 1:
-        return None  # the columns of block rows share their blocks
-    splits: dict[Var, Split] = {load.var: axis}
-    for binding in members[1:]:
+    splits: dict[Var, Split] = {}
+    for binding, _, each in loads:
+        dims = each.static_shape
+        assert dims is not None
+        if dims[axis] != shape[axis] or (is_block(each.dtype) and axis == len(dims) - 1):
+            return None  # the columns of block rows share their blocks
+        splits[binding.var] = axis
+    loaded = {binding for binding, _, _ in loads}
+    for binding in members:
         value = binding.value
-        if is_kill(value):
+        if binding in loaded or is_kill(value):
             continue
         if isinstance(value, Call) and _calls(value, fset_item):
             if splits.get(value.args[1]) != 0:  # type: ignore[call-overload]
@@ -235,81 +325,10 @@ def _split(
         if split is None or not _fits(struct_info_of(binding.var), split, shape[axis]):
             return None
         splits[binding.var] = split
-    sinfos = [sinfo, *(struct_info_of(v) for v in splits if v is not load.var)]
+    load_vars = {binding.var for binding in loaded}
+    sinfos = [*(s for _, _, s in loads), *(struct_info_of(v) for v in splits if v not in load_vars)]
     widest = max(_row_bytes(s, shape[axis]) for s in sinfos)
-    return Chain(load, index, sinfo, axis, shape[axis], members, splits, widest)
-
-
-def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | None:
-    """The split axis of a step's result, from those of its operands (None: not separable)."""
-    if isinstance(value, Var):
-        return splits.get(value)
-    if isinstance(value, TupleGetItem):
-        parent = splits.get(value.tuple_value)  # type: ignore[call-overload]
-        return parent[value.index] if isinstance(parent, tuple) else None
-    assert isinstance(value, Call) and isinstance(value.op, Op)
-    name, x = value.op.name, value.args[0]
-    split = splits.get(x) if isinstance(x, Var) else None
-    if name in ELEMENTWISE:
-        return elementwise_split(value, splits, length)
-    if not isinstance(split, int):
-        return None
-    if name == "astype":
-        return split
-    if name in BLOCK_STEPS:
-        return split if split != _ndim(x) - 1 else None
-    if name in ("permute_dims", "layout_cast"):
-        return permutation(value, split)
-    if name == "quantize_int8":
-        channel = value.attrs.get("axis", 0) % _ndim(x)
-        return (split, 0) if channel == split else None
-    return (0, 0) if split == 0 else None  # quantize_int4: rows are independent
-
-
-def permutation(call: Call, split: int) -> int:
-    """Where axis `split` of a `permute_dims` operand lands in its result."""
-    ndim = _ndim(call.args[0])
-    axes = call.attrs.get("axes")
-    order = list(reversed(range(ndim))) if axes is None else [a % ndim for a in axes]
-    return order.index(split)
-
-
-def elementwise_split(call: Call, splits: dict[Var, Split], length: int) -> Split | None:
-    """The split of a binary op whose chain operands split alike and keep the result's shape,
-    and whose constants are constant along the split or give one entry per index of it."""
-    out = struct_info_of(call)
-    assert isinstance(out, TensorStructInfo)
-    chained = [a for a in call.args if isinstance(a, Var)]
-    found = {splits.get(a) for a in chained}
-    if len(found) != 1 or any(_shape(a) != out.static_shape for a in chained):
-        return None
-    split = found.pop()
-    if not isinstance(split, int):
-        return None
-    for arg in call.args:
-        if isinstance(arg, Constant) and const_axis(arg, out.ndim, split, length) == -2:
-            return None
-    return split
-
-
-def const_axis(const: Constant, ndim: int, split: int, length: int) -> int:
-    """The axis of `const` to slice with the blocks of a result split along `split`: -1 when
-    it broadcasts along the split (nothing to slice), -2 when it cannot be cut in blocks."""
-    axis = split - (ndim - const.data.ndim)
-    if axis < 0 or const.data.shape[axis] == 1:
-        return -1
-    return axis if const.data.shape[axis] == length else -2
-
-
-def _shape(expr: object) -> tuple[int, ...] | None:
-    sinfo = struct_info_of(expr)  # type: ignore[arg-type]
-    return sinfo.static_shape if isinstance(sinfo, TensorStructInfo) else None
-
-
-def _ndim(expr: object) -> int:
-    sinfo = struct_info_of(expr)  # type: ignore[arg-type]
-    assert isinstance(sinfo, TensorStructInfo)
-    return sinfo.ndim
+    return Chain(load, index, sinfo, axis, shape[axis], members, splits, widest, loads)
 
 
 def _fits(sinfo: StructInfo, split: Split, length: int) -> bool:

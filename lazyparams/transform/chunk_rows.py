@@ -45,7 +45,8 @@ from lazyparams.ir import (
 )
 from lazyparams.ir.struct_info import tensor
 from lazyparams.transform.base import NamedFunctionPass
-from lazyparams.transform.chunk_chains import Chain, Split, const_axis, find_chains
+from lazyparams.transform.chunk_chains import Chain, find_chains
+from lazyparams.transform.chunk_splits import Split, const_axis
 from lazyparams.transform.kill_plan import insert_kills, plan_kills
 from lazyparams.transform.util import HANDOFF, packed_call
 
@@ -101,7 +102,8 @@ class ChunkRows(NamedFunctionPass):
     def chains(self, func: Function) -> list[Chain]:
         """The chains of `func` this pass splits into blocks."""
         found = find_chains(func, self.inputs, self.fget_item, self.fset_item)
-        wanted = [c for c in found if self.only_inputs is None or c.index in self.only_inputs]
+        only = self.only_inputs
+        wanted = [c for c in found if only is None or any(i in only for i in c.indices)]
         return [c for c in wanted if self.rows(c) < c.length]
 
     def transform_function(self, name: str, func: Function) -> Function:
@@ -109,7 +111,7 @@ class ChunkRows(NamedFunctionPass):
         if not chains:
             return func
         handoff = tuple(dict.fromkeys((*HANDOFF, self.fset_item)))
-        unrolled, made = _unroll(func, {c.load.var: (c, self.rows(c)) for c in chains})
+        unrolled, made = _unroll(func, {c.last_load.var: (c, self.rows(c)) for c in chains})
         chunked = insert_kills(unrolled, plan_kills(unrolled, made, handoff), handoff)
         return chunked if self._lowers_peak(func, chunked) else func
 
@@ -141,7 +143,7 @@ def _unroll(func: Function, chains: dict[Var, tuple[Chain, int]]) -> tuple[Funct
         bb.begin_block(isinstance(block, DataflowBlock))
         for binding in block.bindings:
             found = chains.get(binding.var)
-            if found is not None and found[0].load is binding:
+            if found is not None and found[0].last_load is binding:
                 chain, rows = found
                 for start in range(0, chain.length, rows):
                     made += _emit_block(bb, chain, start, min(chain.length, start + rows))
@@ -155,13 +157,16 @@ def _unroll(func: Function, chains: dict[Var, tuple[Chain, int]]) -> tuple[Funct
 def _emit_block(bb: BlockBuilder, chain: Chain, start: int, stop: int) -> list[Var]:
     """Emit the chain on rows [start, stop); returns the vars of the block's values."""
     extern = GET_ROWS if chain.axis == 0 else GET_COLS
-    bounds = [prim_value(chain.index), prim_value(start), prim_value(stop)]
-    sinfo = block_sinfo(chain.sinfo, chain.axis, stop - start)
-    loaded = bb.match_cast(packed_call(ExternFunc(extern), bounds), sinfo, chain.load.var.name_hint)
-    remap = {chain.load.var: loaded}
-    for binding in chain.members[1:]:
+    remap: dict[Var, Var] = {}
+    for load, index, whole in chain.loads or ((chain.load, chain.index, chain.sinfo),):
+        bounds = [prim_value(index), prim_value(start), prim_value(stop)]
+        sinfo = block_sinfo(whole, chain.axis, stop - start)
+        call = packed_call(ExternFunc(extern), bounds)
+        remap[load.var] = bb.match_cast(call, sinfo, load.var.name_hint)
+    loads = set(remap)
+    for binding in chain.members:
         value = binding.value
-        if is_kill(value):
+        if binding.var in loads or is_kill(value):
             continue
         if binding.var in chain.splits:
             block_value = _block_value(value, remap, chain, binding.var, (start, stop))
@@ -197,7 +202,7 @@ def _block_value(
     assert isinstance(value, Call)
     split, out = chain.splits[var], struct_info_of(var)
     args = tuple(
-        remap[a] if isinstance(a, Var) else _block_const(a, out, split, chain.length, bounds)
+        remap.get(a, a) if isinstance(a, Var) else _block_const(a, out, split, chain.length, bounds)
         for a in value.args
     )
     return Call(value.op, args, value.attrs, value.sinfo_args)

@@ -3,6 +3,7 @@ handed off once, at the peak the estimate predicts; everything else is left alon
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -525,3 +526,49 @@ def _chain_ends(bb: BlockBuilder, value: Var) -> st.SearchStrategy[list[Expr]]:
 @given(chain_programs(), st.sampled_from([1, 16, 64]))
 def test_chain_programs_keep_every_bit_at_the_predicted_peak(mod: IRModule, block: int) -> None:
     check_chunked(mod, block)
+
+
+@I.ir_module
+class Joined:
+    @R.function
+    def main_transform_params(
+        params: R.Tuple(
+            R.Tensor((8, 6), "float32"), R.Tensor((8, 6), "float32"), R.Tensor((6,), "float32")
+        ),
+    ) -> R.Tuple(R.Tensor((8, 6), "float16"), R.Tensor((6,), "float32")):
+        a = params[0]
+        b = params[1]
+        scale = params[2]
+        wa = R.multiply(a, R.const(0.75, "float32"))
+        wb = R.multiply(b, R.const(0.25, "float32"))
+        mixed = R.add(wa, wb)
+        scaled = R.multiply(mixed, scale)
+        out = R.astype(scaled, "float16")
+        gv = (out, scale)
+        return gv
+
+
+@pytest.mark.parametrize("block", [1, 24, 100])
+def test_loads_joined_by_element_wise_steps_run_in_blocks_together(block: int) -> None:
+    """A weighted sum of two loads (a merge) is one chain of both loads; an operand that
+    broadcasts along the rows (a vector over the columns) is used whole in every block."""
+    lazy, inputs = lazy_of(Joined)
+    func = lazy[FUNC]
+    assert isinstance(func, Function)
+    chains = [c for c in find_chains(func, inputs) if len(c.indices) > 1]
+    assert [sorted(c.indices) for c in chains] == [[0, 1]]
+    after = ChunkRows(block, inputs=inputs)(lazy)
+    assert_well_formed(after)
+    assert_round_trip(after)
+    check_kills(after[FUNC])
+    weights = weights_of(Joined)
+    outputs, peak = run_rows(after, weights)
+    assert same_bits(outputs, run_eager(Joined, weights))
+    chunked = after[FUNC]
+    assert isinstance(chunked, Function)
+    assert peak == estimate_peak_memory(chunked, inputs=inputs).peak_bytes
+    assert len(extern_calls(chunked, GET_ROWS)) == 2 * math.ceil(
+        8 / ChunkRows(block).rows(chains[0])
+    )
+    whole = estimate_peak_memory(func, inputs=inputs).peak_bytes
+    assert peak < whole

@@ -1,0 +1,99 @@
+"""Split axes of the steps of a row-separable chain (see `chunk_chains`): where a step's
+result splits, given where its operands split, or None when it mixes the split axis.
+
+Imports `ir` and `analysis` only.
+"""
+
+from __future__ import annotations
+
+from lazyparams.ir import Call, Constant, Op, TensorStructInfo, TupleGetItem, Var, struct_info_of
+
+Split = int | tuple["Split", ...]
+"""The split axis of a value: an axis for a tensor, one split per field for a tuple."""
+
+ELEMENTWISE = frozenset({"add", "subtract", "multiply", "divide"})
+BLOCK_STEPS = frozenset({"quantize_gguf", "dequantize_gguf"})
+"""GGML block (de)quantization: rows are independent, but a row's values share blocks."""
+
+
+def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | None:
+    """The split axis of a step's result, from those of its operands (None: not separable)."""
+    if isinstance(value, Var):
+        return splits.get(value)
+    if isinstance(value, TupleGetItem):
+        parent = splits.get(value.tuple_value)  # type: ignore[call-overload]
+        return parent[value.index] if isinstance(parent, tuple) else None
+    assert isinstance(value, Call) and isinstance(value.op, Op)
+    name, x = value.op.name, value.args[0]
+    split = splits.get(x) if isinstance(x, Var) else None
+    if name in ELEMENTWISE:
+        return elementwise_split(value, splits, length)
+    if not isinstance(split, int):
+        return None
+    if name == "astype":
+        return split
+    if name in BLOCK_STEPS:
+        return split if split != _ndim(x) - 1 else None
+    if name in ("permute_dims", "layout_cast"):
+        return permutation(value, split)
+    if name == "quantize_int8":
+        channel = value.attrs.get("axis", 0) % _ndim(x)
+        return (split, 0) if channel == split else None
+    return (0, 0) if split == 0 else None  # quantize_int4: rows are independent
+
+
+def permutation(call: Call, split: int) -> int:
+    """Where axis `split` of a `permute_dims` operand lands in its result."""
+    ndim = _ndim(call.args[0])
+    axes = call.attrs.get("axes")
+    order = list(reversed(range(ndim))) if axes is None else [a % ndim for a in axes]
+    return order.index(split)
+
+
+def elementwise_split(call: Call, splits: dict[Var, Split], length: int) -> Split | None:
+    """The split of a binary op whose chain operands split alike and keep the result's shape,
+    and whose constants are constant along the split or give one entry per index of it."""
+    out = struct_info_of(call)
+    assert isinstance(out, TensorStructInfo)
+    chained = [a for a in call.args if isinstance(a, Var) and a in splits]
+    found = {splits.get(a) for a in chained}
+    if len(found) != 1 or any(shape_of(a) != out.static_shape for a in chained):
+        return None
+    split = found.pop()
+    if not isinstance(split, int):
+        return None
+    for arg in call.args:
+        if isinstance(arg, Constant) and const_axis(arg, out.ndim, split, length) == -2:
+            return None
+        if isinstance(arg, Var) and arg not in splits and not _broadcasts(arg, out.ndim, split):
+            return None
+    return split
+
+
+def _broadcasts(var: Var, ndim: int, split: int) -> bool:
+    """Whether the free operand `var` is the same for every index of the split axis."""
+    shape = shape_of(var)
+    if shape is None:
+        return False
+    axis = split - (ndim - len(shape))
+    return axis < 0 or shape[axis] == 1
+
+
+def const_axis(const: Constant, ndim: int, split: int, length: int) -> int:
+    """The axis of `const` to slice with the blocks of a result split along `split`: -1 when
+    it broadcasts along the split (nothing to slice), -2 when it cannot be cut in blocks."""
+    axis = split - (ndim - const.data.ndim)
+    if axis < 0 or const.data.shape[axis] == 1:
+        return -1
+    return axis if const.data.shape[axis] == length else -2
+
+
+def shape_of(expr: object) -> tuple[int, ...] | None:
+    sinfo = struct_info_of(expr)  # type: ignore[arg-type]
+    return sinfo.static_shape if isinstance(sinfo, TensorStructInfo) else None
+
+
+def _ndim(expr: object) -> int:
+    sinfo = struct_info_of(expr)  # type: ignore[arg-type]
+    assert isinstance(sinfo, TensorStructInfo)
+    return sinfo.ndim
