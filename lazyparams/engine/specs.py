@@ -8,7 +8,6 @@ io, targets and the engine's recipes.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -25,11 +24,11 @@ from lazyparams.frontend.tensor import Tensor
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.io.model_config import ModelFolder
 from lazyparams.ir import IRModule
-from lazyparams.targets.merge.merge import MergeBinding
-from lazyparams.targets.merge.target import MergedHeader, merge_of, merged_folder, side_files
+from lazyparams.targets.source_steps import SourceStep, source_step
 
 MERGED = "merged"
-"""The SPEC that writes a merge's tensors as they are (`lazyparams merge` without a recipe)."""
+"""The SPEC that writes a stepped source's tensors as they are (`lazyparams merge` without a
+recipe)."""
 
 
 @runtime_checkable
@@ -94,11 +93,12 @@ def spec_with_options(spec: str, *, gguf_pre: str | None = None) -> Any:
 def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
     """Bind SPEC to the model folder of `src` (a path; else the folder of the source's path).
 
-    When `source` is a merge configuration's models, SPEC follows the merge: it is bound to the
-    merged model (its header and folder) and traced over the merged tensors."""
-    binding = merge_of(source)
-    if binding is not None:
-        return _after_merge(spec, binding)
+    When `source` brings a first step of its own (a merge configuration's models, a base
+    with LoRA adapters: see `targets.source_steps`), SPEC follows it: it is bound to the stepped
+    model (its header and folder) and traced over the stepped tensors."""
+    step = source_step(source)
+    if step is not None:
+        return _after_step(spec, step)
     return _resolve(spec, source, model_folder(src, source))
 
 
@@ -120,26 +120,24 @@ def _resolve(spec: Any, source: CheckpointSource, folder: ModelFolder) -> Resolv
     )
 
 
-def _after_merge(spec: Any, binding: MergeBinding) -> ResolvedSpec:
-    """SPEC bound to the merged model, its function composed after the merge's."""
-    header = MergedHeader(binding, str(binding.config.path))
-    files = functools.partial(side_files, binding)
+def _after_step(spec: Any, step: SourceStep) -> ResolvedSpec:
+    """SPEC bound to the stepped model, its function composed after the step's."""
+    folder = step.folder()
     if spec is None or spec == MERGED:
-        name = f"{binding.method.name} merge"
-        return ResolvedSpec(name, merged_folder(binding), binding.transform, side_files=files)
-    inner = _resolve(spec, header, merged_folder(binding))  # type: ignore[arg-type]
+        return ResolvedSpec(step.name, folder, step.transform, side_files=step.side_files)
+    inner = _resolve(spec, step.header(), folder)  # type: ignore[arg-type]
     fn = inner.fn
     if isinstance(fn, ModelSpec):
         raise ConvertError(
-            f"{inner.name}: a model module cannot follow a merge; expected a recipe, a "
+            f"{inner.name}: a model module cannot follow a {step.name}; expected a recipe, a "
             "target or a transform function"
         )
 
-    def merged_then(params: Mapping[str, Tensor]) -> Any:
-        return fn(binding.transform(params))
+    def stepped(params: Mapping[str, Tensor]) -> Any:
+        return fn(step.transform(params))
 
-    name = f"{binding.method.name} merge + {inner.name}"
-    return replace(inner, name=name, fn=merged_then, side_files=files)
+    name = f"{step.name} + {inner.name}"
+    return replace(inner, name=name, fn=stepped, side_files=step.side_files)
 
 
 def target_of(spec: Any) -> Target | None:

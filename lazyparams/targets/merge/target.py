@@ -10,15 +10,17 @@ layer and the merge binding.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lazyparams.errors import CheckpointError
+from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.base import Array, TensorInfo
 from lazyparams.io.model_config import CONFIG_NAME, ModelFolder
 from lazyparams.io.source_set import SourceSet
 from lazyparams.targets.merge.merge import MergeBinding, bind_merge
+from lazyparams.targets.source_steps import register_step_finder
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
@@ -36,12 +38,41 @@ TOKENIZER_FILES = (
 """The files beside the weights a merged folder takes from its tokenizer source."""
 
 
-def merge_of(source: Any, seed: int = 0) -> MergeBinding | None:
-    """The merge `source` describes (bound and checked), or None for a plain checkpoint."""
+@register_step_finder
+def merge_step(source: Any) -> MergeStep | None:
+    """The merge `source` describes (bound and checked), or None when it is no merge."""
     config = getattr(source, "merge_config", None)
     if config is None or not isinstance(source, SourceSet):
         return None
-    return bind_merge(config, source, seed)
+    return MergeStep(bind_merge(config, source, getattr(source, "seed", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class MergeStep:
+    """A merge as the first step of a SPEC (see `targets.source_steps.SourceStep`)."""
+
+    binding: MergeBinding
+
+    @property
+    def name(self) -> str:
+        """The method's name: "linear merge"."""
+        return f"{self.binding.method.name} merge"
+
+    def transform(self, params: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """The merged tensors."""
+        return self.binding.transform(params)
+
+    def header(self) -> MergedHeader:
+        """The merged model's tensors, without data."""
+        return MergedHeader(self.binding, str(self.binding.config.path))
+
+    def folder(self) -> ModelFolder:
+        """The base model's folder, its config updated."""
+        return merged_folder(self.binding)
+
+    def side_files(self, outputs: Sequence[TensorInfo]) -> dict[str, bytes]:
+        """config.json and the tokenizer files of the merged folder."""
+        return side_files(self.binding, outputs)
 
 
 @dataclass(frozen=True, slots=True)
