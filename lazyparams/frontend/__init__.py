@@ -1,7 +1,8 @@
 """The tracing frontend: write a transform as a Python function over symbolic tensors.
 
 `trace(fn, inputs)` builds the IRModule; `ops` holds the numpy-style functions (`concat`,
-`split`, `quantize_int8`, `numpy_kernel`, `call_tir`, ...). Imports `ir`, `tir` and `op`.
+`split`, `where`, `sum`, `maximum`, `quantize_int8`, `numpy_kernel`, `call_tir`, ...).
+Imports `ir`, `tir` and `op`.
 """
 
 from lazyparams.frontend import ops

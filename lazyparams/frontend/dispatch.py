@@ -7,6 +7,7 @@ frontend's own modules only.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,25 @@ _UFUNCS: dict[Any, Callable[..., Any]] = {
     np.negative: ops.negative,
     np.positive: lambda x: x,
     np.matmul: ops.matmul,
+    np.absolute: ops.abs,
+    np.sign: ops.sign,
+    np.sqrt: ops.sqrt,
+    np.sin: ops.sin,
+    np.cos: ops.cos,
+    np.arccos: ops.arccos,
+    np.exp: ops.exp,
+    np.log: ops.log,
+    np.square: ops.square,
+    np.maximum: ops.maximum,
+    np.minimum: ops.minimum,
+    np.greater: ops.greater,
+    np.greater_equal: ops.greater_equal,
+    np.less: ops.less,
+    np.less_equal: ops.less_equal,
+    np.equal: ops.equal,
+    np.not_equal: ops.not_equal,
+    np.logical_and: ops.logical_and,
+    np.logical_or: ops.logical_or,
 }
 
 _FUNCTIONS: dict[Any, Callable[..., Any]] = {
@@ -41,6 +61,13 @@ _FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.size: lambda x: x.size,
     np.zeros_like: ops.zeros_like,
     np.ones_like: ops.ones_like,
+    np.where: ops.where,
+    np.sum: ops.sum,
+    np.mean: ops.mean,
+    np.max: ops.max,
+    np.amax: ops.max,
+    np.min: ops.min,
+    np.amin: ops.min,
 }
 
 
@@ -62,9 +89,24 @@ def ufunc_call(ufunc: Any, method: str, inputs: tuple[Any, ...], kwargs: dict[st
 def function_call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run a numpy function on tensors, or refuse it naming the function."""
     handler = _FUNCTIONS.get(func)
+    what = f"np.{getattr(func, '__name__', func)}"
     if handler is None:
-        raise trace_error(f"np.{getattr(func, '__name__', func)}", _refusal())
-    return handler(*args, **kwargs)
+        raise trace_error(what, _refusal())
+    try:
+        return handler(*args, **kwargs)
+    except TypeError:
+        _check_arguments(what, handler, args, kwargs)
+        raise
+
+
+def _check_arguments(what: str, handler: Callable[..., Any], args: Any, kwargs: Any) -> None:
+    """Refuse at the user's line arguments of a numpy function that the traced one has not
+    (`out=`, `where=`, `initial=`); only once the call has failed, so the normal path pays
+    nothing for it."""
+    try:
+        inspect.signature(handler).bind(*args, **kwargs)
+    except TypeError as err:
+        raise trace_error(what, f"unsupported arguments: {err}") from None
 
 
 def _refusal() -> str:

@@ -2,7 +2,8 @@
 
 Axes may be negative and are resolved against the static rank here, so the IR holds plain
 non-negative axes. Results that are views in numpy (an identity transpose, a reshape to the
-same shape) return the operand itself. Imports `ir` and the frontend's own modules.
+same shape) return the operand itself. The elementwise math, comparisons, `where` and the
+reductions are `math_ops`', re-exported here. Imports `ir` and the frontend's own modules.
 """
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from lazyparams.frontend import math_ops
+from lazyparams.frontend.axes import axis_index as _axis
+from lazyparams.frontend.axes import int_values as _ints
 from lazyparams.frontend.kernels import call_tir, numpy_kernel
 from lazyparams.frontend.location import trace_error
+from lazyparams.frontend.math_ops import *  # noqa: F403  (the math: abs, where, sum, ...)
 from lazyparams.frontend.tensor import (
     Tensor,
     binary,
@@ -25,24 +30,6 @@ from lazyparams.frontend.tracer import Tracer, active_tracer
 from lazyparams.ir.dtype import is_block, is_float, is_integer, to_numpy
 from lazyparams.ir.expr import Tuple
 from lazyparams.op.gguf import DEQUANTIZED_DTYPES
-
-
-def _axis(axis: Any, ndim: int, what: str) -> int:
-    """`axis` as a non-negative int below `ndim`, or a located error."""
-    if not is_integer(axis):
-        raise trace_error(what, f"expected an integer axis, got {axis!r}")
-    if not -ndim <= axis < ndim:
-        raise trace_error(what, f"expected an axis in [{-ndim}, {ndim}), got {axis}")
-    return int(axis) + ndim if axis < 0 else int(axis)
-
-
-def _ints(values: Any, what: str, name: str) -> tuple[int, ...]:
-    """A sequence of Python ints (numpy ints accepted), or a located error."""
-    seq = values if isinstance(values, (tuple, list)) else (values,)
-    if not all(is_integer(v) for v in seq):
-        raise trace_error(what, f"expected {name} as integers, got {values!r}")
-    return tuple(int(v) for v in seq)
-
 
 # Layout ----------------------------------------------------------------------------------------
 
@@ -395,3 +382,4 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
+__all__ += math_ops.__all__

@@ -36,8 +36,20 @@ def _layout(sinfo: StructInfo) -> tuple[tuple[int, ...], DType]:
     return shape, DType(sinfo.dtype)
 
 
-_BINARY = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
-_NO_COMPARISON = "comparisons are not traceable"
+_BINARY = {
+    "+": "add",
+    "-": "subtract",
+    "*": "multiply",
+    "/": "divide",
+    "<": "less",
+    "<=": "less_equal",
+    ">": "greater",
+    ">=": "greater_equal",
+    "&": "logical_and",
+    "|": "logical_or",
+}
+"""Python's binary operators on tensors and the ops they bind (`&` and `|` of bool masks)."""
+_NO_EQUALITY = "== and != keep Python's identity meaning; use ops.equal / ops.not_equal"
 
 
 _Method = Callable[["Tensor", Any], "Tensor"]
@@ -46,13 +58,34 @@ _Method = Callable[["Tensor", Any], "Tensor"]
 def _arithmetic(symbol: str) -> tuple[_Method, _Method]:
     """The operator methods `self <symbol> other` and its reflection `other <symbol> self`."""
 
-    def forward(self: Tensor, other: Any) -> Tensor:
-        return binary(symbol, self, other)
-
     def reflected(self: Tensor, other: Any) -> Tensor:
         return binary(symbol, other, self)
 
-    return forward, reflected
+    return _forward(symbol), reflected
+
+
+def _forward(symbol: str) -> _Method:
+    """The operator method `self <symbol> other` (a comparison's reflection is Python's own:
+    `2 < t` is `t > 2`)."""
+
+    def forward(self: Tensor, other: Any) -> Tensor:
+        return binary(symbol, self, other)
+
+    return forward
+
+
+def _reduction(name: str) -> Callable[..., Tensor]:
+    """The method `t.<name>(axis=None, keepdims=False)` of `ops.<name>` (its arguments in
+    ndarray's order: `t.sum(0, np.float32)` sums in float32)."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        from lazyparams.frontend import ops
+
+        return getattr(ops, name)(self, *args, **kwargs)  # type: ignore[no-any-return]
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"numpy's `{name}(axis=None, keepdims=False)`: `ops.{name}` of this tensor."
+    return method
 
 
 def _refused(symbol: str, why: str) -> Callable[[Tensor, object], NoReturn]:
@@ -163,6 +196,23 @@ class Tensor:
 
         return ops.matmul(other, self)
 
+    __lt__ = _forward("<")
+    __le__ = _forward("<=")
+    __gt__ = _forward(">")
+    __ge__ = _forward(">=")
+    __and__, __rand__ = _arithmetic("&")
+    __or__, __ror__ = _arithmetic("|")
+
+    def __abs__(self) -> Tensor:
+        from lazyparams.frontend import ops
+
+        return ops.abs(self)
+
+    sum = _reduction("sum")
+    max = _reduction("max")
+    min = _reduction("min")
+    mean = _reduction("mean")
+
     def __neg__(self) -> Tensor:
         # -x is x * -1: the same bits as numpy's negative, zeros' signs included.
         return binary("*", self, -1)
@@ -191,12 +241,8 @@ class Tensor:
     # Identity hashing stays, so tensors can key dicts; == would mean an elementwise mask.
     __hash__ = object.__hash__
 
-    __eq__ = _refused("==", _NO_COMPARISON)
-    __ne__ = _refused("!=", _NO_COMPARISON)
-    __lt__ = _refused("<", _NO_COMPARISON)
-    __le__ = _refused("<=", _NO_COMPARISON)
-    __gt__ = _refused(">", _NO_COMPARISON)
-    __ge__ = _refused(">=", _NO_COMPARISON)
+    __eq__ = _refused("==", _NO_EQUALITY)
+    __ne__ = _refused("!=", _NO_EQUALITY)
     __floordiv__ = _refused("//", "floor division is not among the traceable operations")
     __mod__ = _refused("%", "modulo is not among the traceable operations")
     __pow__ = _refused("**", "powers are not among the traceable operations")
@@ -211,13 +257,18 @@ def _unsupported(what: str, why: str) -> NoReturn:
 
 def binary(symbol: str, left: Any, right: Any) -> Tensor:
     """Trace `left <symbol> right` where at least one side is a Tensor."""
-    what = f"operator {symbol}"
+    return binary_op(_BINARY[symbol], left, right, f"operator {symbol}")
+
+
+def binary_op(op: str, left: Any, right: Any, what: str) -> Tensor:
+    """Bind `R.<op>(left, right)` where at least one side is a Tensor: the other may be a
+    numpy array (a constant) or a scalar, which takes the tensor's dtype."""
     tracer, like = _owner(left, right, what)
     lhs = operand(tracer, left, like.dtype, what)
     rhs = operand(tracer, right, like.dtype, what)
-    if symbol == "/" and not is_float(like.dtype):
+    if op == "divide" and not is_float(like.dtype):
         _unsupported(what, f"expected float tensors for true division, got {like.dtype}")
-    return Tensor(tracer, tracer.emit_op(_BINARY[symbol], (lhs, rhs), {}, what))
+    return Tensor(tracer, tracer.emit_op(op, (lhs, rhs), {}, what))
 
 
 def _owner(left: Any, right: Any, what: str) -> tuple[Tracer, Tensor]:
