@@ -55,14 +55,19 @@ class GlobalVar(Expr):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ExternFunc(Expr):
-    """A packed function resolved by name at run time (`R.call_packed("name", ...)`)."""
+    """A packed function resolved by name at run time (`R.call_packed("name", ...)`).
+
+    The VM looks the name up when the call runs, in its own table first, then in the global
+    registry (`runtime.register_func`): a function registered after the VM was made is found.
+    """
 
     global_symbol: str
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Op(Expr):
-    """A registered operator such as `permute_dims`; its semantics live in the op registry."""
+    """A registered operator such as `permute_dims`: its struct info inference and purity live
+    in the op registry under `name`, its kernel in the runtime."""
 
     name: str
 
@@ -76,7 +81,8 @@ class Constant(Expr):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PrimValue(Expr):
-    """A scalar value (`R.prim_value(1)`)."""
+    """A scalar value (`R.prim_value(1)`): an immediate, or an expression over the symbolic
+    dims of the function's shapes."""
 
     value: PrimExpr
 
@@ -104,7 +110,8 @@ class Tuple(Expr):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class TupleGetItem(Expr):
-    """Field `index` of a tuple value (`params[i]`)."""
+    """Field `index` of a tuple value (`params[i]`), with 0 <= index < the tuple's length; a
+    value known only as `R.Object` gives an `R.Object`."""
 
     tuple_value: Expr
     index: int
