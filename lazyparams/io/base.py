@@ -75,15 +75,22 @@ def _preview(names: Iterable[str], count: int = 5) -> str:
     return ", ".join(listed[:count]) + more
 
 
-def check_declared(where: str, infos: Mapping[str, TensorInfo], name: str, array: Any) -> None:
-    """Refuse a write of `array` as `name` unless `name` was declared in `infos` with exactly
-    the array's dtype and shape; `where` (a path) starts the message."""
+def declared_info(where: str, infos: Mapping[str, TensorInfo], name: str) -> TensorInfo:
+    """What `infos` declares of tensor `name`; a CheckpointError (starting with `where`, a
+    path) when it declares no such tensor."""
     info = infos.get(name)
     if info is None:
         raise CheckpointError(
             f"{where}: tensor {name!r} was not declared; expected one of the "
             f"{len(infos)} declared tensors ({_preview(infos)})"
         )
+    return info
+
+
+def check_declared(where: str, infos: Mapping[str, TensorInfo], name: str, array: Any) -> None:
+    """Refuse a write of `array` as `name` unless `name` was declared in `infos` with exactly
+    the array's dtype and shape; `where` (a path) starts the message."""
+    info = declared_info(where, infos, name)
     got = dtype_name(array.dtype) or str(array.dtype)
     stored = storage_shape(info.dtype, info.shape)
     if not holds(array.dtype, info.dtype) or tuple(array.shape) != stored:

@@ -196,7 +196,9 @@ class RowLedger:
         """Validate a block of rows and reserve its range; returns it in native byte order."""
         import numpy as np
 
-        info = self._declared(name)
+        from lazyparams.io.base import declared_info  # base builds on this module
+
+        info = declared_info(self.path, self.infos, name)
         block = _as_block(np.asarray(array), info, self.path)
         first, end = check_rows(info, start, _stop(start, block), self.path)
         with self._lock:
@@ -230,15 +232,6 @@ class RowLedger:
         if done is None:
             return f"tensor {name!r} was never written"
         return f"tensor {name!r} got only {done[0]} of its {done[1]} rows"
-
-    def _declared(self, name: str) -> TensorInfo:
-        info = self.infos.get(name)
-        if info is None:
-            raise CheckpointError(
-                f"{self.path}: tensor {name!r} was not declared; expected one of the "
-                f"{len(self.infos)} declared tensors"
-            )
-        return info
 
 
 def _stop(start: object, block: Array) -> object:
