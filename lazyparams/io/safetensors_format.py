@@ -120,19 +120,26 @@ def _read_exactly(read: Callable[[int], bytes], length: int, path: str) -> bytes
 
 
 def _decode_json(data: bytes, path: str) -> dict[str, Any]:
+    """The header's JSON object, or a CheckpointError saying why it is none."""
     try:
         raw = load_json(data, path, "header")
     except CheckpointError as err:
-        culprit = _entry_with_long_integer(data) if "digits" in str(err) else None
-        if culprit is None:
-            raise
-        raise CheckpointError(
-            f"{err}, in the entry of tensor {culprit!r}; expected integers of at most "
-            f"{MAX_INT_DIGITS} digits"
-        ) from None
+        raise _naming_long_integer(err, data) from None
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path}: header is not a JSON object")
     return raw
+
+
+def _naming_long_integer(err: CheckpointError, data: bytes) -> CheckpointError:
+    """`err`; where it refuses an integer of too many digits, told of the tensor whose entry
+    holds that integer."""
+    culprit = _entry_with_long_integer(data) if "digits" in str(err) else None
+    if culprit is None:
+        return err
+    return CheckpointError(
+        f"{err}, in the entry of tensor {culprit!r}; expected integers of at most "
+        f"{MAX_INT_DIGITS} digits"
+    )
 
 
 def _entry_with_long_integer(data: bytes) -> str | None:
