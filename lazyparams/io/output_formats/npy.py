@@ -81,9 +81,9 @@ def lay_out(dst: Path, infos: Sequence[TensorInfo], options: LayoutOptions) -> L
 FORMAT = OutputFormat(
     name="npy",
     suffixes=(".npy",),
+    check_path=check_path,
     writes="a folder of .npy files, one per tensor (or one .npy file for one tensor)",
     check=check,
     lay_out=lay_out,
     sink=io_sink("numpy_sink", "NpyFolderSink"),
-    check_path=check_path,
 )
