@@ -16,6 +16,7 @@ from lazyparams.ir.op_registry import OpParam
 from lazyparams.ir.prim import FloorDiv, IntImm, PrimExpr, as_prim, const_int
 from lazyparams.ir.struct_info import TensorStructInfo
 from lazyparams.op.base import (
+    Normalizer,
     OpDef,
     as_int,
     as_int_or_ints,
@@ -116,31 +117,25 @@ def conv2d(data: Expr, weight: Expr, **attrs: Any) -> Call:
     return make_call(OP, [data, weight], attrs)
 
 
+_ATTRS: tuple[tuple[str, object, Normalizer], ...] = (
+    ("strides", (1, 1), _pair),
+    ("padding", (0, 0, 0, 0), _padding),
+    ("dilation", (1, 1), _pair),
+    ("groups", 1, as_int),
+    *((name, layout, _layout) for name, layout in LAYOUTS.items()),
+    ("out_dtype", None, _optional_dtype),
+)
+"""The attrs of conv2d, all optional: name, default and normaliser, in the order of TVM's."""
+
 register(
     OpDef(
         OP,
         (
             OpParam("data", "expr"),
             OpParam("weight", "expr"),
-            OpParam("strides", "attr", required=False, default=(1, 1)),
-            OpParam("padding", "attr", required=False, default=(0, 0, 0, 0)),
-            OpParam("dilation", "attr", required=False, default=(1, 1)),
-            OpParam("groups", "attr", required=False, default=1),
-            OpParam("data_layout", "attr", required=False, default="NCHW"),
-            OpParam("kernel_layout", "attr", required=False, default="OIHW"),
-            OpParam("out_layout", "attr", required=False, default="NCHW"),
-            OpParam("out_dtype", "attr", required=False),
+            *(OpParam(name, "attr", required=False, default=value) for name, value, _ in _ATTRS),
         ),
         _infer_conv2d,
-        normalize={
-            "strides": _pair,
-            "padding": _padding,
-            "dilation": _pair,
-            "groups": as_int,
-            "data_layout": _layout,
-            "kernel_layout": _layout,
-            "out_layout": _layout,
-            "out_dtype": _optional_dtype,
-        },
+        normalize={name: normalize for name, _, normalize in _ATTRS},
     ),
 )
