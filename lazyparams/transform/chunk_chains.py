@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from lazyparams.analysis.liveness import Liveness, liveness
-from lazyparams.analysis.memory_model import is_kill, tensor_nbytes
+from lazyparams.analysis.liveness import Liveness, liveness, used_vars
+from lazyparams.analysis.memory_model import is_kill
 from lazyparams.ir import (
     Binding,
     Call,
@@ -32,24 +32,30 @@ from lazyparams.ir import (
     StructInfo,
     TensorStructInfo,
     TupleGetItem,
-    TupleStructInfo,
     Var,
     VarBinding,
     struct_info_of,
 )
 from lazyparams.ir.dtype import is_block
 from lazyparams.ir.prim import IntImm
+from lazyparams.transform.chunk_phases import Phase, plan_phases
 from lazyparams.transform.chunk_splits import (
     BLOCK_STEPS,
     ELEMENTWISE,
+    REDUCTIONS,
+    UNARY,
     Split,
+    fits,
+    row_bytes_of,
     shape_of,
     step_split,
 )
 
-JOINS = ELEMENTWISE
-"""The steps whose other operands may be loads joining the chain, or free operands."""
-STEP_OPS = ELEMENTWISE | BLOCK_STEPS | {"astype", "permute_dims", "quantize_int8", "quantize_int4"}
+JOINS = ELEMENTWISE | {"matmul"}
+"""The steps whose other operands may be loads joining the chain, or free operands (the
+whole right operand of a matmul whose rows come from the chain)."""
+STEP_OPS = ELEMENTWISE | UNARY | REDUCTIONS | BLOCK_STEPS | JOINS
+STEP_OPS |= {"permute_dims", "quantize_int8", "quantize_int4"}
 STEP_OPS |= {"layout_cast"}  # of one tensor (no join): a permutation and a cast
 
 
@@ -74,6 +80,9 @@ class Chain:
     loads: tuple[tuple[Binding, int, TensorStructInfo], ...] = ()
     """Every load of the chain, `(binding, input index, struct info)`, in body order (the
     first is `load`); the chain runs where the last of them was."""
+    phases: tuple[Phase, ...] = ()
+    """The passes over the blocks (see `chunk_phases`): one, unless a value of the chain is
+    gathered for a reduction whose result later steps need."""
 
     @property
     def indices(self) -> tuple[int, ...]:
@@ -142,7 +151,7 @@ class _Finder:
         grown = self._members(position)
         if grown is None or min(grown[1]) != position:
             return None  # a chain joining several loads is found from its first
-        members, load_positions = grown
+        members, load_positions, outside = grown
         loads = []
         for at in sorted(load_positions):
             index, sinfo = self._load(self.live.bindings[at]) or (0, None)
@@ -153,8 +162,23 @@ class _Finder:
         for axis in (0, 1) if ndims == {2} else (0,):
             chain = _split(tuple(loads), axis, bindings, self.fset_item)
             if chain is not None:
-                return chain
+                return self._phased(chain, outside)
         return None
+
+    def _phased(self, chain: Chain, outside: dict[Var, list[int]]) -> Chain | None:
+        """`chain` with its phases, or None when a value read outside it cannot be gathered
+        (not split, or no smaller than the chain's widest value) or is read too early."""
+        for var in outside:
+            split = chain.splits.get(var)
+            if not isinstance(split, int):
+                return None
+            if row_bytes_of(struct_info_of(var), chain.length) >= chain.row_bytes:
+                return None  # gathering it whole would hold as much as no blocks at all
+        loads = [binding for binding, _, _ in chain.loads]
+        phases = plan_phases(
+            chain.members, loads, self.position, outside, self.live.bindings, set(chain.splits)
+        )
+        return None if phases is None else replace(chain, phases=phases)
 
     def _load(self, binding: Binding) -> tuple[int, TensorStructInfo] | None:
         """(input index, static struct info) when `binding` is a plain `get_item(i)`."""
@@ -172,16 +196,18 @@ class _Finder:
             return None
         return index, sinfo
 
-    def _members(self, start: int) -> tuple[set[int], set[int]] | None:
+    def _members(self, start: int) -> tuple[set[int], set[int], dict[Var, list[int]]] | None:
         """Positions of the bindings of the chain loaded at `start` and of its loads, or None
         when a value of it is read by something that cannot run in blocks.
 
         Readers are visited in body order, so every chain operand of a binding is known to be
         one by the time the binding is classified; a load another operand comes from joins
-        the chain, its readers visited in turn.
+        the chain, its readers visited in turn. A binding outside the chain may read a value of
+        it (a reduction's row values, to be gathered): the third result lists such readers.
         """
         members, loads, values = {start}, {start}, {self.live.bindings[start].var}
         free: set[Var] = set()
+        outside: dict[Var, list[int]] = {}
         pending = list(self.readers.get(self.live.bindings[start].var, ()))
         heapq.heapify(pending)
         while pending:
@@ -193,11 +219,17 @@ class _Finder:
             kind = self._kind(binding, values, free)
             if kind is None or position in self.dataflow:
                 return None
+            if kind == "outside":
+                free -= free - before
+                for var in used_vars(binding.value):
+                    if var in values:
+                        outside.setdefault(var, []).append(position)
+                continue
             members.add(position)
             for var in free - before:
-                if shape_of(var) != shape_of(binding.var):
-                    continue  # a broadcast operand stays whole (free), however it was made
-                upstream = self._upstream(var, values)
+                if shape_of(var) != shape_of(binding.var) or _is_op(binding, "matmul"):
+                    continue  # a broadcast operand (a matmul's right one) stays whole, free
+                upstream = self._upstream(var, values, free)
                 if upstream is None:
                     continue
                 free.discard(var)
@@ -213,13 +245,12 @@ class _Finder:
                     heapq.heappush(pending, reader)
         if values & set(self.live.result_uses):
             return None
-        if any(self.position.get(v, -1) > max(loads) for v in free):
-            return None  # a free operand must exist where the chain's blocks will run
-        return members, loads
+        return members, loads, outside
 
-    def _upstream(self, var: Var, values: Collection[Var]) -> set[int] | None:
+    def _upstream(self, var: Var, values: Collection[Var], free: set[Var]) -> set[int] | None:
         """The positions of the loads and steps `var` is computed from, when it comes from
-        loads through steps alone (so it can join the chain), else None."""
+        loads through steps alone (so it can join the chain), else None; the right operands
+        of matmuls on the way stay whole (added to `free`)."""
         at = self.position.get(var)
         if at is None or at in self.dataflow:
             return None
@@ -231,6 +262,9 @@ class _Finder:
             operands: tuple[object, ...] = (
                 (value.tuple_value,) if isinstance(value, TupleGetItem) else (value,)
             )
+        elif _is_op(binding, "matmul") and isinstance(value, Call):
+            operands = value.args[:1]
+            free.update(a for a in value.args[1:] if isinstance(a, Var) and a not in values)
         elif isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in STEP_OPS:
             operands = value.args
         else:
@@ -241,7 +275,7 @@ class _Finder:
                 continue
             if not isinstance(operand, Var):
                 return None
-            inner = self._upstream(operand, values)
+            inner = self._upstream(operand, values, free)
             if inner is None:
                 return None
             found |= inner
@@ -267,15 +301,39 @@ class _Finder:
             return None
         if isinstance(value, TupleGetItem | Var):
             return "step"
+        if _reduces_rows(value):
+            return "outside"  # a total over the rows: read outside the chain, once gathered
         if isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in STEP_OPS:
             others = [a for a in value.args if not isinstance(a, Constant) and a not in values]
-            if others and value.op.name not in JOINS:
-                return None
-            if not all(isinstance(a, Var) for a in others):
-                return None
+            if (others and value.op.name not in JOINS) or not all(
+                isinstance(a, Var) for a in others
+            ):
+                return "outside"
             free.update(others)  # type: ignore[arg-type]
             return "step"
-        return None
+        return "outside"
+
+
+def _reduces_rows(value: object) -> bool:
+    """Whether `value` is a reduction over axis 0 (every axis, or a list holding 0)."""
+    if not isinstance(value, Call) or not isinstance(value.op, Op):
+        return False
+    if value.op.name not in REDUCTIONS:
+        return False
+    axis = value.attrs.get("axis")
+    return axis is None or 0 in axis or -shape_len(value.args[0]) in axis
+
+
+def shape_len(expr: object) -> int:
+    """The rank of a tensor expression (0 when unknown)."""
+    shape = shape_of(expr)
+    return 0 if shape is None else len(shape)
+
+
+def _is_op(binding: Binding, name: str) -> bool:
+    """Whether `binding` calls the op `name`."""
+    value = binding.value
+    return isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == name
 
 
 def _calls(call: Call, name: str) -> bool:
@@ -322,30 +380,10 @@ def _split(
                 return None
             continue
         split = step_split(value, splits, shape[axis])
-        if split is None or not _fits(struct_info_of(binding.var), split, shape[axis]):
+        if split is None or not fits(struct_info_of(binding.var), split, shape[axis]):
             return None
         splits[binding.var] = split
     load_vars = {binding.var for binding in loaded}
     sinfos = [*(s for _, _, s in loads), *(struct_info_of(v) for v in splits if v not in load_vars)]
-    widest = max(_row_bytes(s, shape[axis]) for s in sinfos)
+    widest = max(row_bytes_of(s, shape[axis]) for s in sinfos)
     return Chain(load, index, sinfo, axis, shape[axis], members, splits, widest, loads)
-
-
-def _fits(sinfo: StructInfo, split: Split, length: int) -> bool:
-    """Whether a value of `sinfo` has static dims and `length` indices along `split`."""
-    if isinstance(sinfo, TupleStructInfo) and isinstance(split, tuple):
-        if len(sinfo.fields) != len(split):
-            return False
-        return all(_fits(f, s, length) for f, s in zip(sinfo.fields, split, strict=True))
-    if not isinstance(sinfo, TensorStructInfo) or not isinstance(split, int):
-        return False
-    shape = sinfo.static_shape
-    return shape is not None and 0 <= split < len(shape) and shape[split] == length
-
-
-def _row_bytes(sinfo: StructInfo, length: int) -> int:
-    """Bytes per index of the split axis of the widest tensor in `sinfo`."""
-    if isinstance(sinfo, TupleStructInfo):
-        return max((_row_bytes(f, length) for f in sinfo.fields), default=0)
-    assert isinstance(sinfo, TensorStructInfo) and sinfo.static_shape is not None
-    return tensor_nbytes(sinfo.dtype, sinfo.static_shape) // length

@@ -23,10 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
+from lazyparams import op
 from lazyparams.analysis.memory import estimate_peak_memory
 from lazyparams.analysis.memory_model import is_kill
 from lazyparams.errors import LazyParamsError, TransformError
 from lazyparams.ir import (
+    Binding,
     BlockBuilder,
     Call,
     Constant,
@@ -46,6 +48,7 @@ from lazyparams.ir import (
 from lazyparams.ir.struct_info import tensor
 from lazyparams.transform.base import NamedFunctionPass
 from lazyparams.transform.chunk_chains import Chain, find_chains
+from lazyparams.transform.chunk_phases import Phase
 from lazyparams.transform.chunk_splits import Split, const_axis
 from lazyparams.transform.kill_plan import insert_kills, plan_kills
 from lazyparams.transform.util import HANDOFF, packed_call
@@ -132,9 +135,14 @@ class ChunkRows(NamedFunctionPass):
 
 
 def _unroll(func: Function, chains: dict[Var, tuple[Chain, int]]) -> tuple[Function, list[Var]]:
-    """`func` with each chain's bindings replaced by its blocks at the chain's load (steps 2
-    and 3 but the kills), and the vars of the blocks' values."""
+    """`func` with each chain's bindings replaced by its blocks, phase by phase, each phase
+    right after its anchor (steps 2 and 3 but the kills), and the vars of the blocks' values
+    and of the values gathered whole."""
     dropped = {b for chain, _ in chains.values() for b in chain.members}
+    anchored: dict[Binding, list[tuple[Chain, Phase, int]]] = {}
+    for chain, rows in chains.values():
+        for phase in chain.phases:
+            anchored.setdefault(phase.anchor, []).append((chain, phase, rows))
     bb = BlockBuilder()
     for var in (*func.params, *(b.var for b in func.bindings())):
         bb.names.reserve(var.name_hint)
@@ -142,29 +150,48 @@ def _unroll(func: Function, chains: dict[Var, tuple[Chain, int]]) -> tuple[Funct
     for block in func.body.blocks:
         bb.begin_block(isinstance(block, DataflowBlock))
         for binding in block.bindings:
-            found = chains.get(binding.var)
-            if found is not None and found[0].last_load is binding:
-                chain, rows = found
-                for start in range(0, chain.length, rows):
-                    made += _emit_block(bb, chain, start, min(chain.length, start + rows))
-            elif binding not in dropped:
+            if binding not in dropped:
                 bb.emit_binding(binding)
+            for chain, phase, rows in anchored.get(binding, ()):
+                made += _emit_phase(bb, chain, phase, rows)
     bb.end_block()
     body = SeqExpr(bb.take_blocks(), func.body.body)
     return Function(func.params, body, func.ret_struct_info, False, func.attrs), made
 
 
-def _emit_block(bb: BlockBuilder, chain: Chain, start: int, stop: int) -> list[Var]:
-    """Emit the chain on rows [start, stop); returns the vars of the block's values."""
+def _emit_phase(bb: BlockBuilder, chain: Chain, phase: Phase, rows: int) -> list[Var]:
+    """Emit one pass of `chain` over its blocks, then gather the values read outside it."""
+    made: list[Var] = []
+    pieces: dict[Var, list[Var]] = {var: [] for var in phase.gathered}
+    for start in range(0, chain.length, rows):
+        remap = _emit_block(bb, chain, phase, start, min(chain.length, start + rows))
+        made += remap.values()
+        for var, blocks in pieces.items():
+            blocks.append(remap[var])
+    for var, blocks in pieces.items():
+        split = chain.splits[var]
+        assert isinstance(split, int)
+        bb.emit_binding(VarBinding(var, op.concat(blocks, axis=split)))
+        made.append(var)
+    return made
+
+
+def _emit_block(
+    bb: BlockBuilder, chain: Chain, phase: Phase, start: int, stop: int
+) -> dict[Var, Var]:
+    """Emit the phase on rows [start, stop); returns each chain value's block var."""
     extern = GET_ROWS if chain.axis == 0 else GET_COLS
     remap: dict[Var, Var] = {}
+    members = set(phase.members)
     for load, index, whole in chain.loads or ((chain.load, chain.index, chain.sinfo),):
+        if load not in members:
+            continue
         bounds = [prim_value(index), prim_value(start), prim_value(stop)]
         sinfo = block_sinfo(whole, chain.axis, stop - start)
         call = packed_call(ExternFunc(extern), bounds)
         remap[load.var] = bb.match_cast(call, sinfo, load.var.name_hint)
     loads = set(remap)
-    for binding in chain.members:
+    for binding in phase.members:
         value = binding.value
         if binding.var in loads or is_kill(value):
             continue
@@ -180,7 +207,7 @@ def _emit_block(bb: BlockBuilder, chain: Chain, start: int, stop: int) -> list[V
             bb.emit_binding(VarBinding(binding.var, store))
         else:
             bb.emit(store, "lv")
-    return list(remap.values())
+    return remap
 
 
 def block_sinfo(sinfo: TensorStructInfo, axis: int, rows: int) -> TensorStructInfo:

@@ -6,12 +6,34 @@ Imports `ir` and `analysis` only.
 
 from __future__ import annotations
 
-from lazyparams.ir import Call, Constant, Op, TensorStructInfo, TupleGetItem, Var, struct_info_of
+from lazyparams.analysis.memory_model import tensor_nbytes
+from lazyparams.ir import (
+    Call,
+    Constant,
+    Op,
+    StructInfo,
+    TensorStructInfo,
+    TupleGetItem,
+    TupleStructInfo,
+    Var,
+    struct_info_of,
+)
 
 Split = int | tuple["Split", ...]
 """The split axis of a value: an axis for a tensor, one split per field for a tuple."""
 
-ELEMENTWISE = frozenset({"add", "subtract", "multiply", "divide"})
+ELEMENTWISE = frozenset(
+    {"add", "subtract", "multiply", "divide", "maximum", "minimum", "where"}
+    | {"greater", "greater_equal", "less", "less_equal", "equal", "not_equal"}
+    | {"logical_and", "logical_or"}
+)
+"""Element-wise ops of several operands (numpy broadcasting)."""
+UNARY = frozenset(
+    {"astype", "abs", "sign", "sqrt", "sin", "cos", "acos", "exp", "log", "negative", "square"}
+)
+"""Element-wise ops of one operand: the result splits as the operand."""
+REDUCTIONS = frozenset({"sum", "max", "min", "mean"})
+"""Reductions: a step when the split axis is not reduced (rows reduced one by one)."""
 BLOCK_STEPS = frozenset({"quantize_gguf", "dequantize_gguf"})
 """GGML block (de)quantization: rows are independent, but a row's values share blocks."""
 
@@ -30,8 +52,14 @@ def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | 
         return elementwise_split(value, splits, length)
     if not isinstance(split, int):
         return None
-    if name == "astype":
+    if name in UNARY:
         return split
+    if name in REDUCTIONS:
+        return _reduced_split(value, split)
+    if name == "matmul":  # rows of x1 times the whole x2 are rows of the product
+        whole = value.args[1]
+        rows_only = split == 0 and _ndim(x) == 2 and _ndim(whole) == 2
+        return 0 if rows_only and not (isinstance(whole, Var) and whole in splits) else None
     if name in BLOCK_STEPS:
         return split if split != _ndim(x) - 1 else None
     if name in ("permute_dims", "layout_cast"):
@@ -40,6 +68,16 @@ def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | 
         channel = value.attrs.get("axis", 0) % _ndim(x)
         return (split, 0) if channel == split else None
     return (0, 0) if split == 0 else None  # quantize_int4: rows are independent
+
+
+def _reduced_split(call: Call, split: int) -> int | None:
+    """Where the split axis is after a reduction over other axes (None if it is reduced)."""
+    ndim = _ndim(call.args[0])
+    axis = call.attrs.get("axis")
+    reduced = set(range(ndim)) if axis is None else {a % ndim for a in axis}
+    if split in reduced:
+        return None
+    return split if call.attrs.get("keepdims") else split - sum(1 for a in reduced if a < split)
 
 
 def permutation(call: Call, split: int) -> int:
@@ -97,3 +135,23 @@ def _ndim(expr: object) -> int:
     sinfo = struct_info_of(expr)  # type: ignore[arg-type]
     assert isinstance(sinfo, TensorStructInfo)
     return sinfo.ndim
+
+
+def fits(sinfo: StructInfo, split: Split, length: int) -> bool:
+    """Whether a value of `sinfo` has static dims and `length` indices along `split`."""
+    if isinstance(sinfo, TupleStructInfo) and isinstance(split, tuple):
+        if len(sinfo.fields) != len(split):
+            return False
+        return all(fits(f, s, length) for f, s in zip(sinfo.fields, split, strict=True))
+    if not isinstance(sinfo, TensorStructInfo) or not isinstance(split, int):
+        return False
+    shape = sinfo.static_shape
+    return shape is not None and 0 <= split < len(shape) and shape[split] == length
+
+
+def row_bytes_of(sinfo: StructInfo, length: int) -> int:
+    """Bytes per index of the split axis of the widest tensor in `sinfo`."""
+    if isinstance(sinfo, TupleStructInfo):
+        return max((row_bytes_of(f, length) for f in sinfo.fields), default=0)
+    assert isinstance(sinfo, TensorStructInfo) and sinfo.static_shape is not None
+    return tensor_nbytes(sinfo.dtype, sinfo.static_shape) // length

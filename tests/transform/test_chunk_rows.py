@@ -572,3 +572,45 @@ def test_loads_joined_by_element_wise_steps_run_in_blocks_together(block: int) -
     )
     whole = estimate_peak_memory(func, inputs=inputs).peak_bytes
     assert peak < whole
+
+
+@I.ir_module
+class Reduced:
+    @R.function
+    def main_transform_params(
+        params: R.Tuple(R.Tensor((8, 6), "float32"), R.Tensor((8, 6), "float32")),
+    ) -> R.Tuple(R.Tensor((8, 6), "float32"), R.Tensor((), "float32")):
+        a = params[0]
+        b = params[1]
+        prod = R.multiply(a, b)
+        rows = R.sum(prod, axis=[1])
+        total = R.sum(rows)
+        scale = R.divide(total, R.const(48.0, "float32"))
+        wa = R.multiply(a, scale)
+        out = R.add(wa, b)
+        gv = (out, total)
+        return gv
+
+
+@pytest.mark.parametrize("block", [1, 24, 100])
+def test_a_reduction_runs_as_a_pass_over_blocks_then_the_steps_that_need_it(block: int) -> None:
+    """A total over the rows (row sums gathered after a first pass) scales the rows in a
+    second pass that loads the blocks again: the same bits as whole, at the predicted peak."""
+    lazy, inputs = lazy_of(Reduced)
+    func = lazy[FUNC]
+    assert isinstance(func, Function)
+    [chain] = [c for c in find_chains(func, inputs) if len(c.indices) > 1]
+    assert len(chain.phases) == 2 and len(chain.phases[0].gathered) == 1
+    after = ChunkRows(block, inputs=inputs)(lazy)
+    assert_well_formed(after)
+    assert_round_trip(after)
+    check_kills(after[FUNC])
+    weights = weights_of(Reduced)
+    outputs, peak = run_rows(after, weights)
+    assert same_bits(outputs, run_eager(Reduced, weights))
+    chunked = after[FUNC]
+    assert isinstance(chunked, Function)
+    assert peak == estimate_peak_memory(chunked, inputs=inputs).peak_bytes
+    blocks = math.ceil(8 / ChunkRows(block).rows(chain))
+    assert len(extern_calls(chunked, GET_ROWS)) == 2 * 2 * blocks  # two passes, two loads
+    assert peak < estimate_peak_memory(func, inputs=inputs).peak_bytes
