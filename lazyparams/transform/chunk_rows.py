@@ -5,12 +5,14 @@ Applied to the output of the standard pipeline (loads, hand-offs and kills in pl
 chain (see `chunk_chains`) whose widest value exceeds `block_bytes`:
 1. choose the rows of a block: as many as keep each value of a block within `block_bytes`,
    evened out over the blocks, and never more than `max_chunks` blocks;
-2. where the chain's load was, emit for each block [r0, r1): its load
+2. where the chain's last load was (a later phase: after the binding it waits for, see
+   `chunk_phases`), emit for each block [r0, r1): its loads
    `R.match_cast(R.call_packed("get_item_rows", i, r0, r1), ...)` (`get_item_cols` when the
    input's columns become the outputs' rows through a transpose), the chain's steps on the
    block (constants that vary along the split cut to the block), and one
-   `set_item_rows(j, r0, block)` per output; the last block's hand-off keeps the var of the
-   original `set_item`, so the result is unchanged;
+   `set_item_rows(j, r0, block)` per output; a value read outside the chain is concatenated
+   whole after the phase's blocks, under its own var; the last block's hand-off keeps the var
+   of the original `set_item`, so the result is unchanged;
 3. drop the chain's original bindings and kill each block value right after its last use.
 Relax has no loops, so the blocks are unrolled: the memory estimate, the scheduler and the VM
 see every block and the predicted peak is exact. `set_item_rows` writes the rows before it
