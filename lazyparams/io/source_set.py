@@ -67,12 +67,12 @@ class SourceSet(MultiFileSource):
         return self._member(alias).info(name)
 
     def _member(self, alias: str) -> CheckpointSource:
-        try:
-            return self.members[alias]
-        except KeyError:
-            raise CheckpointError(
-                f"{self.path}: no source {alias!r}; expected one of {', '.join(self.members)}"
-            ) from None
+        """The member called `alias`; CheckpointError listing the aliases when none is."""
+        member = self.members.get(alias)
+        if member is None:
+            known = ", ".join(self.members)
+            raise CheckpointError(f"{self.path}: no source {alias!r}; expected one of {known}")
+        return member
 
     def load(self, name: str) -> Array:
         """Tensor `name` (qualified), read by its member."""
