@@ -72,6 +72,7 @@ def convert_on_cluster(
                 run = _Run(transform, src_path, partition, staged, workers, json.dumps(job))
                 resumed = len(staged.done)
                 results = _run_parts(client, run, source, options.get("progress", True))
+            target.publish_side_files()  # a merged folder's config.json and tokenizer
         finally:
             target.release()  # the destination's lock, taken by prepare
     return ClusterReport(

@@ -272,3 +272,28 @@ def test_the_gguf_recipe_on_the_cluster_equals_one_machine(
     assert tree_bytes(dst.parent) == tree_bytes(tmp_path / "one")
     parts = len(tree_bytes(dst.parent))
     assert parts > 1 if options else parts == 1  # split parts with a shard size
+
+
+def test_a_merge_on_the_cluster_equals_one_machine(
+    client: distributed.Client, tmp_path: Path
+) -> None:
+    """A merge configuration is SRC like any checkpoint: its models are read by the workers
+    by path, and the merged folder (config.json and tokenizer included) is one machine's."""
+    from tests.targets.merge.conftest import model_tensors, write_model
+
+    for seed, name in enumerate(("a", "b"), start=1):
+        write_model(tmp_path / name, model_tensors(seed))
+    config = tmp_path / "merge.yml"
+    config.write_text(
+        "merge_method: linear\nmodels:\n  - model: a\n    parameters: {weight: 0.3}\n"
+        "  - model: b\n    parameters: {weight: 0.7}\nout_dtype: bfloat16\n"
+    )
+    convert("merged", config, tmp_path / "one" / "m", progress=False)
+    dst = tmp_path / "two" / "m"
+    convert_on_cluster("merged", config, dst, cluster=client, part_size=2048, progress=False)
+    assert tree_bytes(dst.parent) == tree_bytes(tmp_path / "one")
+    assert sorted(p.name for p in dst.iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
