@@ -47,15 +47,19 @@ def read_yaml(path: Path) -> YamlDocument:
     import yaml
 
     text = _read_text(path)
+    lines: dict[KeyPath, int] = {}
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        value = _Builder(path, lines).build(node, ()) if node is not None else None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = "" if mark is None else f", line {mark.line + 1}"
         problem = getattr(err, "problem", None) or "not valid YAML"
         raise CheckpointError(f"{path}{line}: not a readable YAML document: {problem}") from None
-    lines: dict[KeyPath, int] = {}
-    value = _Builder(path, lines).build(node, ()) if node is not None else None
+    except RecursionError:
+        raise CheckpointError(f"{path}: not a readable YAML document: it nests too deep") from None
+    except (ValueError, OverflowError) as err:  # a scalar that looks like a date or number
+        raise CheckpointError(f"{path}: not a readable YAML document: {err}") from None
     return YamlDocument(path, value, lines)
 
 

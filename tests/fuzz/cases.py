@@ -224,6 +224,12 @@ MENUS: dict[str, list[tuple[float, TreeMutation]]] = {
     ],
     "gguf": [*_generic(), (6, on_file(gguf_field))],
     "split-gguf": [*_generic(), (5, on_file(gguf_field)), (2, folder_files)],
+    "merge": [
+        *_generic(),
+        *[(6, on_file(mb.truncate, (".yml",))), (4, on_file(mb.flip_bit, (".yml",)))],
+        (2, on_file(safetensors_header, (".safetensors",))),
+        (1, folder_files),
+    ],
 }
 assert set(MENUS) == set(FORMATS)
 

@@ -60,7 +60,29 @@ def _native_bytes(array: Any) -> bytes:
     return bytes(np.ascontiguousarray(array).tobytes())
 
 
-READERS: dict[str, Any] = {"safetensors": _safetensors_file, "sharded": _sharded, "npz": _npz}
+def _merge(path: Path) -> Tensors | None:
+    """The models a merge seed's configuration still names (folders a and b), read by the
+    safetensors library and named as the source set names them."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text())
+        named = {str(m.get("model")) for m in config["models"] if isinstance(m, dict)}
+    except Exception:  # noqa: BLE001 - no longer a configuration PyYAML reads as a merge
+        return None
+    found: Tensors = {}
+    for alias in sorted(named & {"a", "b"}):
+        model = path.parent / alias / "model.safetensors"
+        found.update({f"{alias}::{k}": v for k, v in _safetensors_file(model).items()})
+    return found
+
+
+READERS: dict[str, Any] = {
+    "safetensors": _safetensors_file,
+    "sharded": _sharded,
+    "npz": _npz,
+    "merge": _merge,
+}
 
 
 def compare(format: str, target: Path, ours: Tensors) -> None:

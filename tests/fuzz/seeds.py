@@ -233,6 +233,23 @@ def _torch(variant: int) -> list[Seed]:
     return [*seeds, Seed("torch", f"legacy{variant}", legacy, "m.pt")]
 
 
+def _merge(work: Path, variant: int) -> list[Seed]:
+    """A merge configuration naming two safetensors models of one shape."""
+    root = work / f"merge{variant}"
+    tensors = {k: v for k, v in _tensors(variant).items() if v.dtype == np.float32}
+    for name in ("a", "b"):
+        (root / name).mkdir(parents=True)
+        save_file(tensors, str(root / name / "model.safetensors"))
+    text = (
+        "merge_method: linear\nmodels:\n"
+        "  - model: a\n    parameters: {weight: 0.5}\n"
+        "  - model: b\n    parameters:\n      weight: [0.2, 0.8]\n"
+        f"dtype: float32\nout_dtype: {'bfloat16' if variant else 'float16'}\n"
+    )
+    (root / "merge.yml").write_text(text)
+    return [Seed("merge", f"linear{variant}", _read_tree(root), "merge.yml")]
+
+
 def build_seeds(variants: int = 2) -> list[Seed]:
     """Every seed of every format, `variants` of each (different names, shapes and values)."""
     seeds: list[Seed] = []
@@ -241,8 +258,8 @@ def build_seeds(variants: int = 2) -> list[Seed]:
             work = Path(tmp) / str(variant)
             work.mkdir()
             seeds += _safetensors(work, variant) + _numpy(work, variant) + _gguf(work, variant)
-            seeds += _torch(variant)
+            seeds += _torch(variant) + _merge(work, variant)
     return seeds
 
 
-FORMATS = ("safetensors", "sharded", "npz", "npy", "torch", "gguf", "split-gguf")
+FORMATS = ("safetensors", "sharded", "npz", "npy", "torch", "gguf", "split-gguf", "merge")

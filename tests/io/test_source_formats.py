@@ -56,10 +56,24 @@ def write_toy(path: Path) -> Path:
 
 
 def test_the_built_in_formats_and_their_suffixes() -> None:
-    assert list(SOURCE_FORMATS) == ["safetensors", "gguf", "torch", "npz", "npy"]
+    assert list(SOURCE_FORMATS) == ["safetensors", "gguf", "torch", "npz", "npy", "merge"]
     assert format_of_suffix(".pth") is SOURCE_FORMATS["torch"]
+    assert format_of_suffix(".yml") is SOURCE_FORMATS["merge"]
     assert format_of_suffix(".npy") is None  # a folder format: no single .npy file opens
     assert "npy (folder of .npy)" in format_list()
+
+
+def test_a_merge_configuration_opens_only_when_named(tmp_path: Path) -> None:
+    """A model folder may hold YAML files of its own: they never make it a merge."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.zeros((2, 2), np.float32)}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "notes.yml").write_text("not: a merge\n")
+    with open_source(tmp_path) as source:
+        assert source.names() == ["w"]
+    with pytest.raises(CheckpointError, match=r"notes.yml, line 1: unknown key 'not'"):
+        open_source(tmp_path / "notes.yml")
 
 
 def test_a_registered_format_opens_by_suffix_in_a_folder_and_by_its_first_bytes(
@@ -77,7 +91,7 @@ def test_a_registered_format_opens_by_suffix_in_a_folder_and_by_its_first_bytes(
 
 def test_messages_list_the_registered_formats(tmp_path: Path, toy: SourceFormat) -> None:
     (tmp_path / "notes.txt").write_text("hello")
-    with pytest.raises(CheckpointError, match=r"expected .*\.npz, \.toy, an index"):
+    with pytest.raises(CheckpointError, match=r"expected .*\.npz, \.yml, \.yaml, \.toy, an index"):
         open_source(tmp_path / "notes.txt")
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match=r"no checkpoint found; .*toy \(\.toy\)"):
