@@ -68,7 +68,7 @@ def _merge(path: Path) -> Tensors | None:
     try:
         config = yaml.safe_load(path.read_text())
         named = {str(m.get("model")) for m in config["models"] if isinstance(m, dict)}
-    except Exception:  # noqa: BLE001 - no longer a configuration PyYAML reads as a merge
+    except Exception:  # no longer a configuration PyYAML reads as a merge
         return None
     found: Tensors = {}
     for alias in sorted(named & {"a", "b"}):
