@@ -79,7 +79,7 @@ def _run_convert(args: argparse.Namespace, out: Console) -> int:
     from lazyparams.engine.report_tables import report_table
     from lazyparams.engine.specs import spec_with_options
 
-    spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
+    spec = _seeded(spec_with_options(args.spec, gguf_pre=args.gguf_pre), args)
     options = _convert_options(args)
     report = convert(
         spec, args.src, args.dst, cluster=args.cluster, part_size=args.part_size, **options
@@ -108,6 +108,16 @@ def _convert_options(args: argparse.Namespace) -> ConvertOptions:
         "allow_outside_links": args.allow_outside_links,
         "notice": _warning,
     }
+
+
+def _seeded(spec: Any, args: argparse.Namespace) -> Any:
+    """`merged:SEED+SPEC` for `merge --random-seed SEED` (the seed travels with the SPEC)."""
+    seed = getattr(args, "random_seed", None)
+    if seed is None:
+        return spec
+    if seed < 0:
+        raise ConvertError(f"--random-seed: expected a non-negative integer, got {seed}")
+    return f"merged:{seed}" if spec == "merged" else f"merged:{seed}+{spec}"
 
 
 def _print_cluster_report(report: ExecutorReport, out: Console) -> None:

@@ -223,6 +223,12 @@ def _merge_options(command: argparse.ArgumentParser) -> None:
         "cast:bfloat16 (default: the merged tensors as they are)",
     )
     command.add_argument("--gguf-pre", metavar="NAME", help="gguf: the BPE pre-tokenizer's name")
+    command.add_argument(
+        "--random-seed",
+        type=int,
+        metavar="N",
+        help="seed of the random masks of dare_* and della* (default 0: the same masks each run)",
+    )
     command.set_defaults(allow_outside_links=False)
     _output_options(command)
 

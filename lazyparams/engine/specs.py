@@ -96,9 +96,14 @@ def resolve_spec(spec: Any, source: CheckpointSource, src: Any) -> ResolvedSpec:
     When `source` brings a first step of its own (a merge configuration's models, a base
     with LoRA adapters: see `targets.source_steps`), SPEC follows it: it is bound to the stepped
     model (its header and folder) and traced over the stepped tensors."""
-    step = source_step(source)
+    seed, spec = split_seed(spec)
+    step = source_step(source, seed)
     if step is not None:
         return _after_step(spec, step)
+    if seed is not None:
+        raise ConvertError(
+            f"{MERGED}:{seed}: a random seed is for a merge; expected a merge configuration as SRC"
+        )
     return _resolve(spec, source, model_folder(src, source))
 
 
@@ -118,6 +123,19 @@ def _resolve(spec: Any, source: CheckpointSource, folder: ModelFolder) -> Resolv
     return ResolvedSpec(
         spec_name(spec), folder, _with_config(fn, folder), _metadata_of(spec, metadata, folder)
     )
+
+
+def split_seed(spec: Any) -> tuple[int | None, Any]:
+    """(seed, the rest) of a SPEC that starts with `merged:SEED` (the random seed of a merge,
+    which the CLI's --random-seed writes so that workers get it with the SPEC), else (None,
+    SPEC)."""
+    if not isinstance(spec, str) or not spec.startswith(f"{MERGED}:"):
+        return None, spec
+    head, _, rest = spec.partition("+")
+    text = head.removeprefix(f"{MERGED}:")
+    if not text.isdigit():
+        raise ConvertError(f"{head!r}: expected {MERGED}:SEED with SEED a non-negative integer")
+    return int(text), rest or MERGED
 
 
 def _after_step(spec: Any, step: SourceStep) -> ResolvedSpec:

@@ -32,6 +32,12 @@ TOP_KEYS = (
     "out_dtype",
     "tokenizer_source",
 )
+NOT_READ = {
+    "modules": "merges of several modules (separate text and vision towers)",
+    "tokenizer": "a merged vocabulary (tokenizer: source: union)",
+    "chat_template": "a chat template chosen here",
+}
+"""mergekit keys this reader refuses by name rather than as unknown: what each would ask for."""
 MODEL_KEYS = ("model", "parameters", "layer_range")
 SLICE_KEYS = ("sources", "parameters", "base_model")
 
@@ -85,6 +91,12 @@ class MergeConfig:
 def read_merge_config(path: str | os.PathLike[str]) -> MergeConfig:
     """The configuration at `path`, checked key by key (no model is opened yet)."""
     document = read_yaml(Path(path))
+    for key, what in NOT_READ.items():
+        if isinstance(document.value, dict) and key in document.value:
+            raise CheckpointError(
+                f"{document.where(key)}: {key}: {what} is not supported; expected a "
+                "configuration of one model's tensors (tokenizer_source: base or a model)"
+            )
     top = _mapping(document, document.value, (), TOP_KEYS, "the configuration")
     method = top.get("merge_method")
     if not isinstance(method, str) or not method:

@@ -45,7 +45,9 @@ class SourceStep(Protocol):
         """The files a folder destination of `outputs` holds beside the weights."""
 
 
-StepFinder = Callable[[Any], "SourceStep | None"]
+StepFinder = Callable[[Any, "int | None"], "SourceStep | None"]
+"""`finder(source, seed)`: the step `source` brings (`seed`: a merge's random seed, None when
+not given), else None."""
 STEP_FINDERS: list[StepFinder] = []
 """Each kind of stepped source's finder, asked in order."""
 
@@ -56,12 +58,13 @@ def register_step_finder(finder: StepFinder) -> StepFinder:
     return finder
 
 
-def source_step(source: Any) -> SourceStep | None:
-    """The first step `source` brings, or None for a plain checkpoint."""
+def source_step(source: Any, seed: int | None = None) -> SourceStep | None:
+    """The first step `source` brings, or None for a plain checkpoint; `seed` seeds a merge's
+    random masks."""
     import lazyparams.targets.merge.target  # noqa: F401 - registers its finder
 
     for finder in STEP_FINDERS:
-        found = finder(source)
+        found = finder(source, seed)
         if found is not None:
             return found
     return None

@@ -39,12 +39,12 @@ TOKENIZER_FILES = (
 
 
 @register_step_finder
-def merge_step(source: Any) -> MergeStep | None:
+def merge_step(source: Any, seed: int | None = None) -> MergeStep | None:
     """The merge `source` describes (bound and checked), or None when it is no merge."""
     config = getattr(source, "merge_config", None)
     if config is None or not isinstance(source, SourceSet):
         return None
-    return MergeStep(bind_merge(config, source, getattr(source, "seed", 0)))
+    return MergeStep(bind_merge(config, source, 0 if seed is None else seed))
 
 
 @dataclass(frozen=True, slots=True)

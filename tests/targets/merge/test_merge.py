@@ -123,6 +123,14 @@ BAD = [
         "parameter 'weight' = True: expected a number",
     ),
     ("merge_method: linear\nmodels: [\n", "not a readable YAML document"),
+    (
+        "merge_method: linear\nmodels:\n  - model: a\ntokenizer:\n  source: union\n",
+        "line 4: tokenizer: a merged vocabulary .* is not supported",
+    ),
+    (
+        "merge_method: linear\nslices:\n  - sources:\n      - model: a\n",
+        "line 4: expected layer_range: ",
+    ),
 ]
 
 
