@@ -39,6 +39,9 @@ EXPECTED = {
     "spec-cli": "sh",
     "resume-kill": "sh",
     "resume-continue": "sh",
+    "merge-models": "python",
+    "file merge.yml": "yaml",
+    "merge-cli": "sh",
 }
 LAYERS, D = 4, 256
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16}
@@ -199,3 +202,35 @@ def test_a_killed_run_resumes(tmp_path: Path) -> None:
     for value in outputs.values():
         assert value.dtype == np.float16 and value.shape == (512, 1024)
         assert np.all(value == 1)
+
+
+def test_a_merge(tmp_path: Path) -> None:
+    env = interpreter_bin(tmp_path)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    run("merge-models", folder, env)
+    run("file merge.yml", folder, env)
+    printed = run("merge-cli", folder, env)
+    assert "linear merge" in printed
+    a = read_safetensors(folder / "a" / "model.safetensors")
+    b = read_safetensors(folder / "b" / "model.safetensors")
+    merged = read_safetensors(folder / "merged" / "model.safetensors")
+    assert sorted(merged) == sorted(a)
+    for name, value in merged.items():
+        want = (a[name] * np.float32(0.7) + b[name] * np.float32(0.3)) / np.float32(
+            np.float32(0.7) + np.float32(0.3)
+        )
+        np.testing.assert_array_equal(value, want.astype(ml_dtypes.bfloat16))
+    assert (folder / "merged.gguf").is_file()
+
+
+def test_the_merge_method_table_lists_the_registry() -> None:
+    from lazyparams.targets.merge import merge_methods
+
+    text = README.read_text(encoding="utf-8")
+    table = text.split("<!-- merge-methods -->")[1].split("<!-- /merge-methods -->")[0]
+    rows = table.strip().splitlines()[2:]
+    listed = set(re.findall(r"`([a-z_]+)`", " ".join(row.split("|")[1] for row in rows)))
+    assert listed == {m.name for m in merge_methods()} | {
+        alias for m in merge_methods() for alias in m.aliases
+    }
