@@ -159,7 +159,8 @@ class _Folders:
     def alias(self, reference: Any, at: tuple[str | int, ...]) -> str:
         folder = self._resolve(reference, at)
         if folder not in self._by_folder:
-            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", folder.name) or "model"
+            named = folder.parent.parent if folder.parent.name == "snapshots" else folder
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", named.name.split("--")[-1]) or "model"
             alias, count = stem, 1
             while alias in self.paths:
                 count += 1
@@ -180,11 +181,41 @@ class _Folders:
         here = self.document.path.parent / reference
         candidate = here if here.exists() else Path(reference)
         if not candidate.exists():
+            candidate = hub_snapshot(reference) or candidate
+        if not candidate.exists():
             raise CheckpointError(
-                f"{where}: model {reference!r}: no such folder (looked in {here.parent} and "
-                "the working directory); expected a local model folder"
+                f"{where}: model {reference!r}: no such folder (looked in {here.parent}, the "
+                "working directory and the Hugging Face cache); expected a local model folder "
+                "or a downloaded ORG/NAME"
             )
         return candidate.absolute()
+
+
+def hub_snapshot(reference: str) -> Path | None:
+    """The downloaded snapshot of Hugging Face model `ORG/NAME` (or `ORG/NAME@REVISION`) in
+    the local cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub): the
+    revision `refs/main` names, else the only snapshot; None when it is not there."""
+    name, _, revision = reference.partition("@")
+    if name.count("/") != 1 or name.startswith(("/", ".")):
+        return None
+    entry = _hub_cache() / ("models--" + name.replace("/", "--"))
+    ref = entry / "refs" / (revision or "main")
+    if ref.is_file():
+        revision = ref.read_text().strip()
+    snapshots = entry / "snapshots"
+    if revision:
+        found = snapshots / revision
+        return found if found.is_dir() else None
+    listed = sorted(snapshots.iterdir()) if snapshots.is_dir() else []
+    return listed[0] if len(listed) == 1 else None
+
+
+def _hub_cache() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]) / "hub"
+    return Path.home() / ".cache" / "huggingface" / "hub"
 
 
 def _mapping(

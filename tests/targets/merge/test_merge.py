@@ -153,3 +153,24 @@ def test_models_of_different_shapes_are_named_with_both_shapes(models, config, t
     )
     with pytest.raises(LazyParamsError, match=r"is \[16, 8\] in 'a' but .* is \[20, 8\] in 'wide'"):
         lazyparams.plan("merged", path)
+
+
+def test_a_model_named_org_slash_name_is_found_in_the_hugging_face_cache(
+    models, config, tmp_path, monkeypatch
+):
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--org--model-a" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (cache / "models--org--model-a" / "refs").mkdir()
+    (cache / "models--org--model-a" / "refs" / "main").write_text("abc123\n")
+    for file in (tmp_path / "a").iterdir():
+        (snapshot / file.name).write_bytes(file.read_bytes())
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    path = config(
+        "merge_method: linear\nmodels:\n  - model: org/model-a\n    parameters: {weight: 1}\n"
+        "  - model: b\n    parameters: {weight: 1}\n"
+    )
+    out = merged(path, tmp_path / "out")
+    name = "model.norm.weight"
+    want = (models["a"][name] + models["b"][name]) / F32(2)
+    np.testing.assert_array_equal(out[name], want)
