@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from lazyparams.cli.lora import extract_lora, merge_lora
     from lazyparams.engine.convert import convert
     from lazyparams.engine.plan import plan
     from lazyparams.frontend import ops, trace
@@ -24,9 +25,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ops": ("lazyparams.frontend", "ops"),
     "plan": ("lazyparams.engine", "plan"),
     "convert": ("lazyparams.engine", "convert"),
+    "merge_lora": ("lazyparams.cli.lora", "merge_lora"),
+    "extract_lora": ("lazyparams.cli.lora", "extract_lora"),
 }
 
-__all__ = ["__version__", "convert", "ops", "plan", "trace"]
+__all__ = ["__version__", "convert", "extract_lora", "merge_lora", "ops", "plan", "trace"]
 
 
 _SUBPACKAGES = frozenset(

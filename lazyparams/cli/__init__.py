@@ -1,4 +1,5 @@
-"""The `lazyparams` command (plan, convert, merge, show, demo): a thin layer over the engine.
+"""The `lazyparams` command (plan, convert, merge, merge-lora, extract-lora, show, demo): a thin
+layer over the engine.
 
 Exit codes: 0 success, 1 an error (one line naming the culprit, no traceback), 2 a usage
 error, 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (128 + the signal, as shells report).
@@ -158,6 +159,52 @@ def _run_show(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
+def _run_merge_lora(args: argparse.Namespace, out: Console) -> int:
+    from lazyparams.cli.lora import merge_lora
+    from lazyparams.engine.report_tables import report_table
+    from lazyparams.engine.specs import spec_with_options
+
+    spec = spec_with_options(args.spec, gguf_pre=args.gguf_pre)
+    options = _convert_options(args)
+    report = merge_lora(
+        args.base,
+        args.adapters,
+        args.dst,
+        args.weights,
+        spec,
+        cluster=args.cluster,
+        part_size=args.part_size,
+        **options,
+    )
+    _print_result(args, out, report, report_table)
+    return 0
+
+
+def _run_extract_lora(args: argparse.Namespace, out: Console) -> int:
+    from lazyparams.cli.lora import ADAPTER_WEIGHTS, extract_lora
+    from lazyparams.engine.report_tables import report_table
+
+    args.dst = str(Path(args.folder) / ADAPTER_WEIGHTS)  # where a partial output is kept
+    settings = {"embed_lora": args.embed_lora, "save_modules": args.save_module}
+    settings |= _run_settings(args)
+    report = extract_lora(args.base, args.finetuned, args.folder, args.rank, **settings)
+    _print_result(args, out, report, report_table)
+    return 0
+
+
+def _run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """How a run that writes is held and resumed, as the options say (`--budget`, `--workers`,
+    `--resume`, `--verify-resume`, `--no-progress`)."""
+    return {
+        "budget": args.budget,
+        "workers": args.workers,
+        "resume": args.resume,
+        "verify_resume": args.verify_resume,
+        "progress": not args.no_progress,
+        "notice": _warning,
+    }
+
+
 def _run_demo(args: argparse.Namespace, out: Console) -> int:
     import tempfile
 
@@ -183,6 +230,8 @@ _COMMANDS = {
     "plan": _run_plan,
     "convert": _run_convert,
     "merge": _run_convert,  # a merge is a conversion whose SRC is the configuration
+    "merge-lora": _run_merge_lora,
+    "extract-lora": _run_extract_lora,
     "show": _run_show,
     "demo": _run_demo,
 }

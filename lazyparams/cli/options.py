@@ -117,6 +117,18 @@ _COMMANDS = {
         "Merge the models a configuration names (mergekit's YAML) into DST in bounded memory, "
         "optionally through a recipe (--recipe gguf:Q4_K_M). Also: convert SPEC CONFIG DST.",
     ),
+    "merge-lora": (
+        "merge LoRA adapters into their base model",
+        "Merge PEFT LoRA adapters (folders of adapter_config.json and adapter_model.safetensors) "
+        "into BASE, in order, and write DST (a folder gets a Hugging Face model: config.json and "
+        "tokenizer from BASE), optionally through a recipe (--recipe gguf:Q8_0).",
+    ),
+    "extract-lora": (
+        "extract a LoRA adapter from a fine-tuned model",
+        "Write into the folder DST the PEFT LoRA adapter of rank R that leads from BASE to "
+        "FINETUNED (the truncated SVD of each linear weight's difference, as "
+        "mergekit-extract-lora makes it).",
+    ),
     "demo": (
         "convert a generated llama-like checkpoint",
         "Make a small llama-like checkpoint in a temporary folder, plan and convert it with a "
@@ -214,15 +226,7 @@ def _merge_options(command: argparse.ArgumentParser) -> None:
         help="where to write (must not exist): a folder gets the merged model as a Hugging "
         "Face folder (config.json and tokenizer from the base)",
     )
-    command.add_argument(
-        "--recipe",
-        dest="spec",
-        default="merged",
-        metavar="SPEC",
-        help="what to make of the merged model in the same run, e.g. gguf:Q4_K_M or "
-        "cast:bfloat16 (default: the merged tensors as they are)",
-    )
-    command.add_argument("--gguf-pre", metavar="NAME", help="gguf: the BPE pre-tokenizer's name")
+    _recipe_options(command, "gguf:Q4_K_M or cast:bfloat16")
     command.add_argument(
         "--random-seed",
         type=int,
@@ -233,10 +237,76 @@ def _merge_options(command: argparse.ArgumentParser) -> None:
     _output_options(command)
 
 
+def _merge_lora_options(command: argparse.ArgumentParser) -> None:
+    command.epilog = _recipes_epilog()
+    command.formatter_class = argparse.RawDescriptionHelpFormatter
+    command.add_argument("base", metavar="BASE", help="the base model (folder or file)")
+    command.add_argument(
+        "adapters", metavar="ADAPTER", nargs="+", help="PEFT adapter folders, merged in order"
+    )
+    command.add_argument("dst", metavar="DST", help="where to write (must not exist)")
+    command.add_argument(
+        "--weights",
+        type=_weights,
+        metavar="W1,W2,...",
+        help="one weight per adapter, scaling its update (default 1 each); write "
+        "--weights=-0.5,1 when the first is negative",
+    )
+    _recipe_options(command, "gguf:Q8_0")
+    command.set_defaults(allow_outside_links=False)
+    _output_options(command)
+
+
+def _recipe_options(command: argparse.ArgumentParser, example: str) -> None:
+    """--recipe (the SPEC that follows a merge in the same run) and --gguf-pre."""
+    command.add_argument(
+        "--recipe",
+        dest="spec",
+        default="merged",
+        metavar="SPEC",
+        help=f"what to make of the merged model in the same run, e.g. {example} (default: the "
+        "merged tensors as they are)",
+    )
+    command.add_argument("--gguf-pre", metavar="NAME", help="gguf: the BPE pre-tokenizer's name")
+
+
+def _weights(text: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected numbers separated by commas, got {text!r}"
+        ) from None
+
+
+def _extract_lora_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("base", metavar="BASE", help="the base model (folder or file)")
+    command.add_argument("finetuned", metavar="FINETUNED", help="the fine-tuned model")
+    command.add_argument(
+        "folder", metavar="DST", help="the adapter folder to write (must not exist)"
+    )
+    command.add_argument(
+        "--rank", type=_positive, required=True, metavar="R", help="the adapter's rank"
+    )
+    command.add_argument(
+        "--embed-lora",
+        action="store_true",
+        help="decompose the embeddings and the output head too (default: left out)",
+    )
+    command.add_argument(
+        "--save-module",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="store this module whole in the adapter (modules_to_save; repeatable), e.g. "
+        "lm_head or norm",
+    )
+    _memory_options(command)
+    _run_options(command)
+
+
 def _output_options(command: argparse.ArgumentParser) -> None:
     """The options of a run that writes DST."""
-    from lazyparams.engine.fingerprint import VERIFY_MODES
-
     _memory_options(command)
     command.add_argument("--format", choices=_format_names(), help=_format_help())
     command.add_argument(
@@ -244,6 +314,20 @@ def _output_options(command: argparse.ArgumentParser) -> None:
         type=_size,
         help="split safetensors into shards, or GGUF into llama.cpp's NAME-0000K-of-0000N.gguf",
     )
+    _run_options(command)
+    command.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run the parts on Dask: a scheduler (tcp://host:8786) or local:N worker processes",
+    )
+    _part_size_option(command)
+    _metadata_options(command)
+
+
+def _run_options(command: argparse.ArgumentParser) -> None:
+    """How a run that writes resumes and reports."""
+    from lazyparams.engine.fingerprint import VERIFY_MODES
+
     command.add_argument("--resume", action="store_true", help="continue an interrupted run")
     command.add_argument(
         "--verify-resume",
@@ -254,13 +338,6 @@ def _output_options(command: argparse.ArgumentParser) -> None:
         "(a hash of each file's header and spread blocks: cheaper, misses most edits in place)",
     )
     command.add_argument("--no-progress", action="store_true", help="draw no progress bars")
-    command.add_argument(
-        "--cluster",
-        metavar="ADDRESS",
-        help="run the parts on Dask: a scheduler (tcp://host:8786) or local:N worker processes",
-    )
-    _part_size_option(command)
-    _metadata_options(command)
 
 
 def _metadata_options(command: argparse.ArgumentParser) -> None:
@@ -305,6 +382,8 @@ _OPTIONS = {
     "plan": _plan_options,
     "convert": _convert_options,
     "merge": _merge_options,
+    "merge-lora": _merge_lora_options,
+    "extract-lora": _extract_lora_options,
     "show": _show_options,
     "demo": _demo_options,
 }

@@ -61,6 +61,7 @@ def register_step_finder(finder: StepFinder) -> StepFinder:
 def source_step(source: Any, seed: int | None = None) -> SourceStep | None:
     """The first step `source` brings, or None for a plain checkpoint; `seed` seeds a merge's
     random masks."""
+    import lazyparams.targets.lora.target  # registers its finder
     import lazyparams.targets.merge.target  # noqa: F401 - registers its finder
 
     for finder in STEP_FINDERS:
