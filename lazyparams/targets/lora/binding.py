@@ -217,7 +217,9 @@ class _AdapterTensors:
     def _no_factors(self, module: str, parts: Mapping[str, str]) -> None:
         """Refuse a module with one factor, or a magnitude without factors."""
         if set(parts) - {"base_layer"}:
-            held = ", ".join(sorted(parts))
+            held = ", ".join(
+                sorted(own.removeprefix(f"{PREFIX}{module}.") for own in parts.values())
+            )
             raise ConvertError(
                 f"{self.adapter.folder}: module {module!r} has {held}; expected both lora_A and "
                 "lora_B (or lora_embedding_A and lora_embedding_B)"
