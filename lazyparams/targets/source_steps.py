@@ -4,13 +4,14 @@ LoRA adapters. The engine traces `SPEC(step(params))` over such a source.
 A `SourceStep` maps the source's tensors to a model's (`transform`), describes that model
 without data (`header`: names, shapes, dtypes), gives its folder (config.json, tokenizer) and
 the files a Hugging Face folder of it holds beside the weights. `source_step` finds the step a
-source carries: each kind registers a finder in `STEP_FINDERS`. Imports the io layer and the
-targets that define steps.
+source carries, through `STEP_KINDS`. Imports the io layer; the targets that define steps are
+named as strings and imported when a source of their kind comes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import importlib
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from lazyparams.frontend.tensor import Tensor
@@ -45,27 +46,22 @@ class SourceStep(Protocol):
         """The files a folder destination of `outputs` holds beside the weights."""
 
 
-StepFinder = Callable[[Any, "int | None"], "SourceStep | None"]
-"""`finder(source, seed)`: the step `source` brings (`seed`: a merge's random seed, None when
-not given), else None."""
-STEP_FINDERS: list[StepFinder] = []
-"""Each kind of stepped source's finder, asked in order."""
-
-
-def register_step_finder(finder: StepFinder) -> StepFinder:
-    """Add a finder of stepped sources (a decorator)."""
-    STEP_FINDERS.append(finder)
-    return finder
+STEP_KINDS: dict[str, tuple[str, str]] = {
+    "merge_config": ("lazyparams.targets.merge.target", "merge_step"),
+    "lora_adapters": ("lazyparams.targets.lora.target", "lora_step"),
+}
+"""Each kind of stepped source: the attribute such a source carries, and the module and
+function (`step(source, seed) -> SourceStep | None`) that make its step. A module is imported
+only for a source of its kind, so a plain checkpoint imports none of them."""
 
 
 def source_step(source: Any, seed: int | None = None) -> SourceStep | None:
     """The first step `source` brings, or None for a plain checkpoint; `seed` seeds a merge's
     random masks."""
-    import lazyparams.targets.lora.target  # registers its finder
-    import lazyparams.targets.merge.target  # noqa: F401 - registers its finder
-
-    for finder in STEP_FINDERS:
-        found = finder(source, seed)
-        if found is not None:
-            return found
+    for attribute, (module, function) in STEP_KINDS.items():
+        if getattr(source, attribute, None) is not None:
+            step: SourceStep | None = getattr(importlib.import_module(module), function)(
+                source, seed
+            )
+            return step
     return None

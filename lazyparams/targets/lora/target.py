@@ -22,13 +22,11 @@ from lazyparams.io.source_set import SourceSet
 from lazyparams.targets.lora.binding import LoraBinding, bind_lora
 from lazyparams.targets.lora.merge import merge_lora
 from lazyparams.targets.merge.target import FLOAT_DTYPES, TOKENIZER_FILES
-from lazyparams.targets.source_steps import register_step_finder
 
 DTYPE_KEYS = ("torch_dtype", "dtype")
 """config.json's dtype key, as transformers 4 and 5 spell it."""
 
 
-@register_step_finder
 def lora_step(source: Any, seed: int | None = None) -> LoraStep | None:
     """The LoRA merge `source` describes (bound and checked), or None when it is none (a
     LoRA merge draws nothing at random: `seed` is not used)."""

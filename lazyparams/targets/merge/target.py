@@ -20,7 +20,6 @@ from lazyparams.io.base import Array, TensorInfo
 from lazyparams.io.model_config import CONFIG_NAME, ModelFolder
 from lazyparams.io.source_set import SourceSet
 from lazyparams.targets.merge.merge import MergeBinding, bind_merge
-from lazyparams.targets.source_steps import register_step_finder
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
@@ -38,7 +37,6 @@ TOKENIZER_FILES = (
 """The files beside the weights a merged folder takes from its tokenizer source."""
 
 
-@register_step_finder
 def merge_step(source: Any, seed: int | None = None) -> MergeStep | None:
     """The merge `source` describes (bound and checked), or None when it is no merge."""
     config = getattr(source, "merge_config", None)
