@@ -83,6 +83,9 @@ class Chain:
     phases: tuple[Phase, ...] = ()
     """The passes over the blocks (see `chunk_phases`): one, unless a value of the chain is
     gathered for a reduction whose result later steps need."""
+    free: tuple[Var, ...] = ()
+    """The operands the chain's steps take whole (a scalar, a matmul's right operand): they
+    must live until the last block that reads them, wherever their kills were."""
 
     @property
     def indices(self) -> tuple[int, ...]:
@@ -151,7 +154,7 @@ class _Finder:
         grown = self._members(position)
         if grown is None or min(grown[1]) != position:
             return None  # a chain joining several loads is found from its first
-        members, load_positions, outside = grown
+        members, load_positions, outside, free = grown
         loads = []
         for at in sorted(load_positions):
             index, sinfo = self._load(self.live.bindings[at]) or (0, None)
@@ -162,7 +165,7 @@ class _Finder:
         for axis in (0, 1) if ndims == {2} else (0,):
             chain = _split(tuple(loads), axis, bindings, self.fset_item)
             if chain is not None:
-                return self._phased(chain, outside)
+                return self._phased(replace(chain, free=tuple(free)), outside)
         return None
 
     def _phased(self, chain: Chain, outside: dict[Var, list[int]]) -> Chain | None:
@@ -196,14 +199,17 @@ class _Finder:
             return None
         return index, sinfo
 
-    def _members(self, start: int) -> tuple[set[int], set[int], dict[Var, list[int]]] | None:
+    def _members(
+        self, start: int
+    ) -> tuple[set[int], set[int], dict[Var, list[int]], set[Var]] | None:
         """Positions of the bindings of the chain loaded at `start` and of its loads, or None
         when a value of it is read by something that cannot run in blocks.
 
         Readers are visited in body order, so every chain operand of a binding is known to be
         one by the time the binding is classified; a load another operand comes from joins
         the chain, its readers visited in turn. A binding outside the chain may read a value of
-        it (a reduction's row values, to be gathered): the third result lists such readers.
+        it (a reduction's row values, to be gathered): the third result lists such readers,
+        the fourth the operands the chain's steps take whole.
         """
         members, loads, values = {start}, {start}, {self.live.bindings[start].var}
         free: set[Var] = set()
@@ -245,7 +251,7 @@ class _Finder:
                     heapq.heappush(pending, reader)
         if values & set(self.live.result_uses):
             return None
-        return members, loads, outside
+        return members, loads, outside, free
 
     def _upstream(self, var: Var, values: Collection[Var], free: set[Var]) -> set[int] | None:
         """The positions of the loads and steps `var` is computed from, when it comes from

@@ -141,6 +141,8 @@ def _unroll(func: Function, chains: dict[Var, tuple[Chain, int]]) -> tuple[Funct
     right after its anchor (steps 2 and 3 but the kills), and the vars of the blocks' values
     and of the values gathered whole."""
     dropped = {b for chain, _ in chains.values() for b in chain.members}
+    free = {var for chain, _ in chains.values() for var in chain.free}
+    dropped |= {b for b in func.bindings() if is_kill(b.value) and set(_killed(b)) & free}
     anchored: dict[Binding, list[tuple[Chain, Phase, int]]] = {}
     for chain, rows in chains.values():
         for phase in chain.phases:
@@ -148,7 +150,7 @@ def _unroll(func: Function, chains: dict[Var, tuple[Chain, int]]) -> tuple[Funct
     bb = BlockBuilder()
     for var in (*func.params, *(b.var for b in func.bindings())):
         bb.names.reserve(var.name_hint)
-    made: list[Var] = []
+    made: list[Var] = list(free)  # their kills are planned again, after the last block
     for block in func.body.blocks:
         bb.begin_block(isinstance(block, DataflowBlock))
         for binding in block.bindings:
@@ -159,6 +161,13 @@ def _unroll(func: Function, chains: dict[Var, tuple[Chain, int]]) -> tuple[Funct
     bb.end_block()
     body = SeqExpr(bb.take_blocks(), func.body.body)
     return Function(func.params, body, func.ret_struct_info, False, func.attrs), made
+
+
+def _killed(binding: Binding) -> list[Var]:
+    """The vars a kill binding frees."""
+    value = binding.value
+    assert isinstance(value, Call)
+    return [a for a in value.args if isinstance(a, Var)]
 
 
 def _emit_phase(bb: BlockBuilder, chain: Chain, phase: Phase, rows: int) -> list[Var]:

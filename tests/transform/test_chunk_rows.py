@@ -614,3 +614,41 @@ def test_a_reduction_runs_as_a_pass_over_blocks_then_the_steps_that_need_it(bloc
     blocks = math.ceil(8 / ChunkRows(block).rows(chain))
     assert len(extern_calls(chunked, GET_ROWS)) == 2 * 2 * blocks  # two passes, two loads
     assert peak < estimate_peak_memory(func, inputs=inputs).peak_bytes
+
+
+@I.ir_module
+class LowRank:
+    @R.function
+    def main_transform_params(
+        params: R.Tuple(
+            R.Tensor((2, 6), "float32"), R.Tensor((8, 2), "float32"), R.Tensor((8, 6), "float32")
+        ),
+    ) -> R.Tuple(R.Tensor((8, 6), "float32")):
+        a = params[0]
+        b = params[1]
+        ba = R.matmul(b, a)
+        scaled = R.multiply(ba, R.const(2.0, "float32"))
+        w = params[2]
+        out = R.add(w, scaled)
+        gv = (out,)
+        return gv
+
+
+@pytest.mark.parametrize("block", [1, 24, 100])
+def test_a_matmul_runs_its_rows_in_blocks_against_its_whole_right_operand(block: int) -> None:
+    """W + B @ A (a LoRA update): B's rows join W's chain; A, loaded and killed before W's
+    load in the whole function, lives until the last block reads it."""
+    lazy, inputs = lazy_of(LowRank)
+    func = lazy[FUNC]
+    assert isinstance(func, Function)
+    [chain] = [c for c in find_chains(func, inputs) if len(c.indices) > 1]
+    assert sorted(chain.indices) == [1, 2] and len(chain.free) == 1
+    after = ChunkRows(block, inputs=inputs)(lazy)
+    assert_well_formed(after)
+    check_kills(after[FUNC])
+    weights = weights_of(LowRank)
+    outputs, peak = run_rows(after, weights)
+    assert same_bits(outputs, run_eager(LowRank, weights))
+    chunked = after[FUNC]
+    assert isinstance(chunked, Function)
+    assert peak == estimate_peak_memory(chunked, inputs=inputs).peak_bytes
