@@ -7,7 +7,7 @@ the result keeps (matmul may name another with `out_dtype`). Imports `ir` only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import zip_longest
 
 from lazyparams.ir.describe import show_dim, show_shape
@@ -74,34 +74,34 @@ def _infer_elementwise(call: Call) -> TensorStructInfo:
     return broadcast_struct(name, (a, b), same_dtype(name, [a.dtype, b.dtype]))
 
 
-def add(x1: Expr, x2: Expr) -> Call:
-    """`R.add(x1, x2)`: elementwise sum with numpy broadcasting."""
-    return make_call("add", [x1, x2])
+def _elementwise(name: str, doc: str) -> Callable[[Expr, Expr], Call]:
+    """The `R.<name>(x1, x2)` constructor of an elementwise op of two operands."""
+
+    def build(x1: Expr, x2: Expr) -> Call:
+        return make_call(name, [x1, x2])
+
+    build.__name__ = build.__qualname__ = name
+    build.__doc__ = doc
+    return build
 
 
-def subtract(x1: Expr, x2: Expr) -> Call:
-    """`R.subtract(x1, x2)`: elementwise difference with numpy broadcasting."""
-    return make_call("subtract", [x1, x2])
-
-
-def multiply(x1: Expr, x2: Expr) -> Call:
-    """`R.multiply(x1, x2)`: elementwise product with numpy broadcasting."""
-    return make_call("multiply", [x1, x2])
-
-
-def divide(x1: Expr, x2: Expr) -> Call:
-    """`R.divide(x1, x2)`: elementwise quotient with numpy broadcasting, in the operands' dtype."""
-    return make_call("divide", [x1, x2])
-
-
-def maximum(x1: Expr, x2: Expr) -> Call:
-    """`R.maximum(x1, x2)`: the larger of each pair with numpy broadcasting (NaN wins)."""
-    return make_call("maximum", [x1, x2])
-
-
-def minimum(x1: Expr, x2: Expr) -> Call:
-    """`R.minimum(x1, x2)`: the smaller of each pair with numpy broadcasting (NaN wins)."""
-    return make_call("minimum", [x1, x2])
+add = _elementwise("add", "`R.add(x1, x2)`: elementwise sum with numpy broadcasting.")
+subtract = _elementwise(
+    "subtract", "`R.subtract(x1, x2)`: elementwise difference with numpy broadcasting."
+)
+multiply = _elementwise(
+    "multiply", "`R.multiply(x1, x2)`: elementwise product with numpy broadcasting."
+)
+divide = _elementwise(
+    "divide",
+    "`R.divide(x1, x2)`: elementwise quotient with numpy broadcasting, in the operands' dtype.",
+)
+maximum = _elementwise(
+    "maximum", "`R.maximum(x1, x2)`: the larger of each pair with numpy broadcasting (NaN wins)."
+)
+minimum = _elementwise(
+    "minimum", "`R.minimum(x1, x2)`: the smaller of each pair with numpy broadcasting (NaN wins)."
+)
 
 
 # matmul -------------------------------------------------------------------------------------
