@@ -245,13 +245,8 @@ def _merge_lora_options(command: argparse.ArgumentParser) -> None:
         "adapters", metavar="ADAPTER", nargs="+", help="PEFT adapter folders, merged in order"
     )
     command.add_argument("dst", metavar="DST", help="where to write (must not exist)")
-    command.add_argument(
-        "--weights",
-        type=_weights,
-        metavar="W1,W2,...",
-        help="one weight per adapter, scaling its update (default 1 each); write "
-        "--weights=-0.5,1 when the first is negative",
-    )
+    weights_help = "one weight per adapter, scaling its update (default 1 each); --weights=-0.5,1"
+    command.add_argument("--weights", type=_weights, metavar="W1,W2,...", help=weights_help)
     _recipe_options(command, "gguf:Q8_0")
     command.set_defaults(allow_outside_links=False)
     _output_options(command)

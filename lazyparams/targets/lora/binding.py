@@ -65,6 +65,8 @@ class MergedTensor:
     info: TensorInfo
     start: str
     updates: tuple[LoraUpdate, ...] = ()
+    """The adapters' updates of this tensor, applied in the order the adapters were given
+    (none for a tensor only copied from an adapter's modules_to_save)."""
 
     @property
     def name(self) -> str:
@@ -74,7 +76,8 @@ class MergedTensor:
 
 @dataclass(frozen=True, slots=True)
 class LoraBinding:
-    """The checked merge of `adapters` into the base at `base`."""
+    """The checked merge of `adapters` into the base at `base`: every output tensor, in the
+    base's order, with the updates it receives."""
 
     base: Path
     adapters: tuple[LoraAdapter, ...]
