@@ -49,8 +49,10 @@ from lazyparams.op.gguf import dequantize_gguf, quantize_gguf
 from lazyparams.op.index import concat, split, strided_slice, take
 from lazyparams.op.layout_cast import layout_cast
 from lazyparams.op.manipulate import astype, expand_dims, permute_dims, reshape
+from lazyparams.op.mt19937 import mt_skip, mt_uniform
 from lazyparams.op.nn import conv2d
 from lazyparams.op.quantize import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
+from lazyparams.op.rank import rank_mask, sort_rank
 from lazyparams.op.reduce import max, mean, min, sum
 from lazyparams.op.unary import abs, acos, cos, exp, log, negative, sign, sin, sqrt, square
 
@@ -95,6 +97,8 @@ __all__ = [
     "mean",
     "min",
     "minimum",
+    "mt_skip",
+    "mt_uniform",
     "multiply",
     "negative",
     "normalize_attrs",
@@ -105,11 +109,13 @@ __all__ = [
     "quantize_gguf",
     "quantize_int4",
     "quantize_int8",
+    "rank_mask",
     "register",
     "reshape",
     "show_dim",
     "sign",
     "sin",
+    "sort_rank",
     "split",
     "sqrt",
     "square",

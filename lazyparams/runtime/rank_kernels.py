@@ -1,0 +1,54 @@
+"""numpy kernels of `R.sort_rank` and `R.rank_mask`: ranks in the order an unstable introsort
+leaves equal elements (`runtime.introsort`).
+
+Keys are the elements as float64 (exact for every float dtype), negated for a descending
+order; a tensor holding NaN is ranked through dense integer keys instead, so that NaN sorts
+after everything ascending and before everything descending, as torch's comparators have it.
+Imports the runtime's kernel registry and `runtime.introsort`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lazyparams.runtime.introsort import leading, sort_order
+from lazyparams.runtime.kernels import Array, kernel
+
+
+def sort_keys(x: Array, descending: bool) -> Array:
+    """Keys whose ascending order (by `<`) is x's order: NaN last ascending, first descending."""
+    values = np.asarray(x, dtype=np.float64)
+    if descending:
+        values = -values
+    nan = np.isnan(values)
+    if not nan.any():
+        return values
+    keys = np.empty(values.shape, dtype=np.int64)
+    distinct, keys[~nan] = np.unique(values[~nan], return_inverse=True)
+    keys[nan] = -1 if descending else distinct.size
+    return keys
+
+
+@kernel("sort_rank")
+def _sort_rank(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
+    x = np.asarray(ops[0])
+    moved = np.moveaxis(x, attrs["axis"], -1)
+    rows = sort_keys(moved, bool(attrs["descending"])).reshape(-1, moved.shape[-1])
+    order = sort_order(rows)
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.arange(order.shape[1], dtype=np.int64)[None, :], axis=1)
+    return np.ascontiguousarray(np.moveaxis(ranks.reshape(moved.shape), -1, attrs["axis"]))
+
+
+@kernel("rank_mask")
+def _rank_mask(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
+    x = np.asarray(ops[0])
+    keys = sort_keys(x.reshape(-1), bool(attrs["descending"]))
+    begin, end = attrs["begin"], min(attrs["end"], keys.size)
+    mask = leading(keys, end)
+    if begin > 0:
+        mask &= ~leading(keys, begin)
+    return mask.reshape(x.shape)
