@@ -49,7 +49,7 @@ from lazyparams.op.gguf import dequantize_gguf, quantize_gguf
 from lazyparams.op.index import concat, split, strided_slice, take
 from lazyparams.op.layout_cast import layout_cast
 from lazyparams.op.manipulate import astype, expand_dims, permute_dims, reshape
-from lazyparams.op.mt19937 import mt_skip, mt_uniform
+from lazyparams.op.mt19937 import mt_seed, mt_skip, mt_uniform
 from lazyparams.op.nn import conv2d
 from lazyparams.op.quantize import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
 from lazyparams.op.rank import rank_mask, sort_rank
@@ -97,6 +97,7 @@ __all__ = [
     "mean",
     "min",
     "minimum",
+    "mt_seed",
     "mt_skip",
     "mt_uniform",
     "multiply",

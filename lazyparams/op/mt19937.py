@@ -1,5 +1,5 @@
-"""A Mersenne Twister stream as values: `mt_uniform` draws from a generator state, `mt_skip`
-gives the state after some draws.
+"""A Mersenne Twister stream as values: `mt_seed` makes a generator state, `mt_uniform` draws
+from one, `mt_skip` gives the state after some draws.
 
 A state is a uint32 tensor of 625 elements: MT19937's 624 words and the position of the next
 word, as numpy's `MT19937` keeps it (and torch's CPU generator, seeded the same way, holds the
@@ -31,6 +31,13 @@ from lazyparams.op.base import (
 
 STATE_SIZE = 625
 """624 words of MT19937 and the index of the next one."""
+_STATE_INFO = TensorStructInfo((as_prim(STATE_SIZE),), "uint32")
+
+
+def mt_seed(seed: int) -> Call:
+    """`R.mt_seed(seed)`: the state of a generator seeded with `seed` (0 <= seed < 2**32) as
+    `torch.manual_seed(seed)` seeds torch's CPU generator (MT19937's `init_genrand`)."""
+    return make_call("mt_seed", [], {"seed": seed})
 
 
 def mt_uniform(state: Expr, shape: Sequence[int]) -> Call:
@@ -53,6 +60,14 @@ def _state(op: str, call: Call) -> None:
         fail(op, f"expected state of shape ({STATE_SIZE},), got {describe(state)}")
 
 
+def _infer_seed(call: Call) -> TensorStructInfo:
+    """A state, from a seed that fits MT19937's 32-bit seeding."""
+    seed = attr(call, "seed")
+    if not 0 <= seed < 2**32:
+        fail("mt_seed", f"expected 0 <= seed < 2**32, got {seed}")
+    return _STATE_INFO
+
+
 def _infer_uniform(call: Call) -> TensorStructInfo:
     """float32 of the given shape."""
     _state("mt_uniform", call)
@@ -67,7 +82,7 @@ def _infer_skip(call: Call) -> TensorStructInfo:
     _state("mt_skip", call)
     if attr(call, "count") < 0:
         fail("mt_skip", f"expected count >= 0, got {attr(call, 'count')}")
-    return TensorStructInfo((as_prim(STATE_SIZE),), "uint32")
+    return _STATE_INFO
 
 
 _STATE = OpParam("state", "expr")
@@ -75,6 +90,7 @@ _UNIFORM = (_STATE, OpParam("shape", "attr"))
 _SKIP = (_STATE, OpParam("count", "attr"))
 
 register(
+    OpDef("mt_seed", (OpParam("seed", "attr"),), _infer_seed, normalize={"seed": as_int}),
     OpDef("mt_uniform", _UNIFORM, _infer_uniform, normalize={"shape": as_shape}),
     OpDef("mt_skip", _SKIP, _infer_skip, normalize={"count": as_int}),
 )

@@ -1,10 +1,11 @@
-"""numpy kernels of `R.mt_uniform` and `R.mt_skip`: MT19937 draws through numpy's bit
-generator, set to the state a tensor holds.
+"""numpy kernels of `R.mt_seed`, `R.mt_uniform` and `R.mt_skip`: MT19937 draws through numpy's
+bit generator, set to the state a tensor holds.
 
-numpy's `MT19937` and torch's CPU generator run the same engine: `random_raw` yields its 32-bit
-outputs one by one, as torch's `random()` does. Draws are made in slices of bounded size, so
-skipping or drawing billions never holds more than a slice of raw words. Imports the runtime's
-kernel registry.
+numpy's `MT19937` and torch's CPU generator run the same engine, seeded alike (numpy's legacy
+`RandomState(seed)` and `torch.manual_seed(seed)` both call `init_genrand(seed)`), and
+`random_raw` yields its 32-bit outputs one by one, as torch's `random()` does. Draws are made
+in slices of bounded size, so skipping or drawing billions never holds more than a slice of raw
+words. Imports the runtime's kernel registry.
 """
 
 from __future__ import annotations
@@ -21,6 +22,17 @@ WORDS = 624
 SLICE = 1 << 22
 """Raw draws made at once (32 MiB of uint64)."""
 UNIFORM_BITS = 24
+
+
+@kernel("mt_seed")
+def _mt_seed(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
+    state = np.random.RandomState(int(attrs["seed"])).get_state(legacy=False)["state"]
+    return _words(state)
+
+
+def _words(state: Mapping[str, Any]) -> Array:
+    """numpy's MT19937 state as a state tensor: the 624 words, then the position."""
+    return np.concatenate([state["key"].astype(np.uint32), np.array([state["pos"]], np.uint32)])
 
 
 def _generator(op: str, state: Array) -> np.random.MT19937:
@@ -58,5 +70,4 @@ def _mt_skip(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
         step = min(SLICE, left)
         generator.random_raw(step)
         left -= step
-    state = generator.state["state"]
-    return np.concatenate([state["key"].astype(np.uint32), np.array([state["pos"]], np.uint32)])
+    return _words(generator.state["state"])

@@ -1,5 +1,5 @@
 """Inference, attrs and bad input of the sorting ops sort_rank and rank_mask, and of the
-generator ops mt_uniform and mt_skip."""
+generator ops mt_seed, mt_uniform and mt_skip."""
 
 from __future__ import annotations
 
@@ -48,6 +48,9 @@ def test_sorting_ops_bad_input() -> None:
 
 
 def test_generator_ops_take_a_state_and_give_uniforms_or_a_state() -> None:
+    seeded = op.mt_seed(2**32 - 1)
+    assert dict(seeded.attrs) == {"seed": 2**32 - 1}
+    assert si(seeded) == TensorStructInfo((625,), "uint32")
     uniform = op.mt_uniform(STATE, (3, n))
     assert si(uniform) == TensorStructInfo((3, n), "float32")
     skip = op.mt_skip(STATE, 12)
@@ -62,5 +65,9 @@ def test_generator_ops_bad_input() -> None:
         op.mt_skip(Constant(np.zeros(624, np.uint32)), 1)
     with raises(r"R\.mt_skip: expected count >= 0, got -1"):
         op.mt_skip(STATE, -1)
+    with raises(r"R\.mt_seed: expected 0 <= seed < 2\*\*32, got 4294967296"):
+        op.mt_seed(2**32)
+    with raises(r"R\.mt_seed: expected seed to be an int, got True"):
+        op.mt_seed(True)
     with raises(r"R\.mt_uniform: expected non-negative dims"):
         op.mt_uniform(STATE, (2, -1))

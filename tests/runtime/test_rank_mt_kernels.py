@@ -19,9 +19,10 @@ TORCH_BERNOULLI_7 = [0, 1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0]
 
 
 def seeded_state(seed: int) -> np.ndarray:
-    """The state `torch.manual_seed(seed)` (and numpy's `RandomState(seed)`) starts from."""
-    state = np.random.RandomState(seed).get_state(legacy=False)["state"]
-    return np.append(state["key"].astype(np.uint32), np.uint32(state["pos"]))
+    """R.mt_seed's state: the one `torch.manual_seed(seed)` starts from."""
+    state = run_kernel("mt_seed", [], {"seed": seed})
+    assert state.dtype == np.uint32 and state.shape == (625,)
+    return state
 
 
 def _ranks(keys: np.ndarray) -> np.ndarray:
@@ -70,6 +71,13 @@ def test_uniforms_are_torchs_stream_after_manual_seed() -> None:
     assert got.reshape(-1).tolist() == TORCH_RAND_42
     coin = run_kernel("mt_uniform", [seeded_state(7)], {"shape": (12,)}) < np.float32(0.5)
     assert coin.astype(int).tolist() == TORCH_BERNOULLI_7
+
+
+def test_the_seeded_state_is_init_genrand_of_the_seed() -> None:
+    state = seeded_state(2**32 - 1)
+    assert state[0] == 2**32 - 1 and state[624] == 624  # no word drawn yet
+    want = (1812433253 * (int(state[0]) ^ (int(state[0]) >> 30)) + 1) & 0xFFFFFFFF
+    assert state[1] == want
 
 
 def test_uniforms_are_the_low_24_bits_of_each_32_bit_draw() -> None:
