@@ -1,15 +1,19 @@
-"""Which tensors a merge writes and what each is made of, from the configuration alone.
+"""Which tensors a merge writes and what each is made of, from the configuration alone, as
+mergekit plans a merge.
 
-Without `slices`, every tensor of the reference model (the base, else the first model) is merged
-from the same tensor of every model. With `slices`, the layers of each slice follow those of the
-one before (layer `START + i` of its sources becomes output layer `offset + i`), a slice of one
-source copies them, a slice of several merges them; the tensors outside the layers come from the
-base (else the first slice's first source). Every input must exist with the reference's shape.
-Imports the io layer and the merge parameters' name helpers.
+A `models` merge is one slice over every layer of every model, the base added as its last
+input where it is not listed. A `slices` merge stacks its slices: layer `START + i` of each
+source becomes output layer `offset + i`. The tensors outside the layers are merged like the
+layers, from the first slice's sources (those before the layers: the embeddings) or the last
+slice's (the final norm, the head). Each output gets its gradient position (a layer's place in
+its slice, i / (n - 1), or 1 in a slice of one layer; 0 outside the layers), the dtype it is
+merged in (`dtype`, else the widest of its inputs') and the dtype written (`out_dtype`, else
+the merged one). Imports the io layer, the registry's types and the layer-name helpers.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,25 +21,42 @@ from typing import Any
 from lazyparams.errors import ConvertError
 from lazyparams.io.merge_config import MergeConfig, MergeSlice, ModelRef
 from lazyparams.io.source_set import SourceSet
+from lazyparams.targets.merge import MergeMethod
 from lazyparams.targets.merge.parameters import layer_of, with_layer
 
-FLOATS = ("float32", "float16", "bfloat16", "float64")
+FLOATS = ("float64", "float32", "float16", "bfloat16")
+PRE = re.compile(
+    r"(?:^|\.)(?:embed_tokens|embed_in|wte|wpe|word_embeddings|tok_embeddings|embeddings)\."
+)
+"""The tensors outside the layers that come before them (the first slice gives them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """One input of an output tensor: the model's alias, the tensor's name there, the
+    configuration entry that names the model (None for a base the merge adds) and whether it
+    is the method's base."""
+
+    alias: str
+    name: str
+    ref: ModelRef | None
+    base: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class OutputTensor:
-    """One output tensor: its name and dtype, the (alias, name) it is read from in each model
-    (`refs` the matching configuration entries), the base's, and its resolved parameters."""
+    """One output tensor: its name, the dtype written and the dtype merged in, its inputs,
+    where its parameters come from (gradient position, slice) and, once bound, their values."""
 
     name: str
     dtype: str
+    compute: str
     shape: tuple[int, ...]
-    models: tuple[tuple[str, str], ...]
-    refs: tuple[ModelRef, ...]
-    base: tuple[str, str] | None = None
+    inputs: tuple[Input, ...]
+    position: float = 0.0
+    piece: MergeSlice | None = None
     merged: bool = True
-    """False where the tensor is copied from one model (a slice of one source, a non-float)."""
-    slice_parameters: Mapping[str, Any] = field(default_factory=dict)
+    """False where the tensor is copied from its first input (not a float tensor)."""
     per_model: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     values: Mapping[str, Any] = field(default_factory=dict)
 
@@ -45,9 +66,19 @@ class OutputTensor:
         return layer_of(self.name)
 
     @property
-    def source_name(self) -> str:
-        """The name the tensor has in its first model (what parameter filters match)."""
-        return self.models[0][1] if self.models else self.name
+    def label(self) -> str:
+        """The greatest of its inputs' names: mergekit merges tensors in this order."""
+        return max(i.name for i in self.inputs)
+
+    @property
+    def models(self) -> tuple[Input, ...]:
+        """The inputs other than the base, in order."""
+        return tuple(i for i in self.inputs if not i.base)
+
+    @property
+    def base(self) -> Input | None:
+        """The base input, if the method has one here."""
+        return next((i for i in self.inputs if i.base), None)
 
     def with_parameters(
         self, per_model: Mapping[str, Sequence[Any]], values: Mapping[str, Any]
@@ -56,153 +87,228 @@ class OutputTensor:
         return replace(self, per_model=per_model, values=values)
 
 
-def lay_out_outputs(config: MergeConfig, method: Any, sources: SourceSet) -> list[OutputTensor]:
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """The inputs of one slice: each source's entry, alias and first layer, and the base."""
+
+    sources: tuple[tuple[ModelRef | None, str, int], ...]
+    base: str | None
+    piece: MergeSlice | None
+    where: str
+
+
+def dtype_name(value: str | None) -> str | None:
+    """A configuration's dtype without mergekit's optional `torch.` prefix."""
+    return value.removeprefix("torch.") if value is not None else None
+
+
+def lay_out_outputs(
+    config: MergeConfig, method: MergeMethod, sources: SourceSet
+) -> list[OutputTensor]:
     """Every output tensor of the merge `config` describes, checked against `sources`."""
-    if config.slices:
-        return _sliced(config, sources)
+    if not config.slices:
+        group = _models_group(config)
+        check_inputs(config, method, group)
+        return _models_outputs(config, method, sources, group)
+    groups = [_slice_group(config, piece) for piece in config.slices]
+    for group in groups:
+        check_inputs(config, method, group)
+    return _sliced_outputs(config, method, sources, groups)
+
+
+def _models_group(config: MergeConfig) -> _Group:
+    listed: list[tuple[ModelRef | None, str, int]] = [(m, m.alias, 0) for m in config.models]
+    if config.base is not None and config.base not in {m.alias for m in config.models}:
+        listed.append((None, config.base, 0))
+    return _Group(tuple(listed), config.base, None, config.where("models"))
+
+
+def _slice_group(config: MergeConfig, piece: MergeSlice) -> _Group:
+    listed = tuple((s, s.alias, (s.layer_range or (0, 0))[0]) for s in piece.sources)
+    return _Group(listed, piece.base or config.base, piece, piece.where)
+
+
+def check_inputs(config: MergeConfig, method: MergeMethod, group: _Group) -> None:
+    """Refuse a group of inputs the method does not take: a repeated model, a missing or
+    absent base, too few or too many inputs."""
+    aliases = [alias for _, alias, _ in group.sources]
+    if len(set(aliases)) != len(aliases):
+        raise ConvertError(f"{group.where}: a model is listed twice ({', '.join(aliases)})")
+    base = None if method.base == "ignored" else group.base
+    if base is not None and base not in aliases:
+        raise ConvertError(
+            f"{group.where}: the base model {base!r} is not among this slice's sources; "
+            f"expected it to be one of {', '.join(aliases)}"
+        )
+    if method.base == "required" and base is None:
+        raise ConvertError(
+            f"{config.where('merge_method')}: {method.name} needs base_model: PATH; expected one"
+        )
+    _check_count(group.where, method, "input", len(aliases), "inputs")
+    others = len(aliases) - (base is not None)
+    _check_count(group.where, method, "model besides the base", others, "others")
+
+
+def _check_count(where: str, method: MergeMethod, what: str, count: int, key: str) -> None:
+    low, high = getattr(method, f"min_{key}"), getattr(method, f"max_{key}")
+    if low <= count and (high is None or count <= high):
+        return
+    wanted = f"{low}" if low == high else f"{low} or more" if high is None else f"{low} to {high}"
+    noun = what if wanted == "1" else what.replace("input", "inputs").replace("model ", "models ")
+    scope = " (the base included)" if key == "inputs" else ""
+    raise ConvertError(f"{where}: {method.name} merges {wanted} {noun}{scope}; got {count}")
+
+
+def _models_outputs(
+    config: MergeConfig, method: MergeMethod, sources: SourceSet, group: _Group
+) -> list[OutputTensor]:
     reference = config.base or config.models[0].alias
-    refs = tuple(m for m in config.models if m.alias != config.base)
+    names = sources.member_names(reference)
+    layers = max((layer + 1 for n in names if (layer := layer_of(n)) is not None), default=0)
     outputs = []
-    for name in sources.member_names(reference):
-        outputs.append(_merged(config, sources, name, name, refs, reference, config.base, {}))
+    for name in names:
+        layer = layer_of(name)
+        position = 0.0 if layer is None else _position(layer, layers)
+        inputs = _inputs(method, group, [name] * len(group.sources))
+        outputs.append(_output(config, sources, name, inputs, position, None))
     return outputs
 
 
-def _merged(
-    config: MergeConfig,
-    sources: SourceSet,
-    out_name: str,
-    layer_names: str | Sequence[str],
-    refs: Sequence[ModelRef],
-    reference: str,
-    base: str | None,
-    slice_parameters: Mapping[str, Any],
-) -> OutputTensor:
-    """Output `out_name`, read as `layer_names` (one per ref, or one for all) in each model."""
-    names = [layer_names] * len(refs) if isinstance(layer_names, str) else list(layer_names)
-    first = names[0] if names else str(layer_names)
-    info = sources.member_info(reference, first if base is None else _base_name(layer_names))
-    models = tuple((ref.alias, name) for ref, name in zip(refs, names, strict=True))
-    base_input = None if base is None else (base, _base_name(layer_names))
-    for alias, name in (*models, *([base_input] if base_input else [])):
-        _check_same(config, sources, reference, info.name, info.shape, alias, name)
-    floating = info.dtype in FLOATS
-    dtype = (config.out_dtype or config.dtype or info.dtype) if floating else info.dtype
-    if not floating:  # integer buffers (position ids) are copied from the reference
-        return OutputTensor(
-            out_name, dtype, info.shape, ((reference, info.name),), (), merged=False
-        )
-    return OutputTensor(
-        out_name, dtype, info.shape, models, tuple(refs), base_input, True, slice_parameters
+def _position(index: int, length: int) -> float:
+    """A layer's gradient position in a slice of `length` layers."""
+    return index / (length - 1) if length > 1 else 1.0
+
+
+def _inputs(method: MergeMethod, group: _Group, names: Sequence[str]) -> tuple[Input, ...]:
+    base = None if method.base == "ignored" else group.base
+    return tuple(
+        Input(alias, name, ref, alias == base)
+        for (ref, alias, _), name in zip(group.sources, names, strict=True)
     )
 
 
-def _base_name(layer_names: str | Sequence[str]) -> str:
-    return layer_names if isinstance(layer_names, str) else layer_names[0]
-
-
-def _check_same(
+def _output(
     config: MergeConfig,
     sources: SourceSet,
-    reference: str,
-    ref_name: str,
-    shape: tuple[int, ...],
-    alias: str,
     name: str,
-) -> None:
-    """Refuse an input that is missing, or whose shape differs from the reference's."""
-    if name not in set(sources.member_names(alias)):
-        raise ConvertError(
-            f"{config.where('models')}: tensor {name!r} is not in model {alias!r} "
-            f"({config.folders[alias]}); expected every merged model to hold it"
-        )
-    other = sources.member_info(alias, name).shape
-    if other != shape:
-        raise ConvertError(
-            f"{config.where('models')}: tensor {ref_name!r} is {list(shape)} in {reference!r} "
-            f"but {name!r} is {list(other)} in {alias!r}; expected the same shape in every "
-            "model (models of different sizes or vocabularies cannot be merged)"
-        )
+    inputs: tuple[Input, ...],
+    position: float,
+    piece: MergeSlice | None,
+) -> OutputTensor:
+    """Output `name` from `inputs`, each checked to exist with the first one's shape."""
+    first = inputs[0]
+    shape = _info(config, sources, first).shape
+    dtypes = [_checked_dtype(config, sources, i, first, shape) for i in inputs]
+    if any(d not in FLOATS for d in dtypes):  # integer buffers are copied from the first input
+        return OutputTensor(name, dtypes[0], dtypes[0], shape, (first,), position, piece, False)
+    compute = dtype_name(config.dtype) or _promoted(dtypes)
+    dtype = dtype_name(config.out_dtype) or compute
+    return OutputTensor(name, dtype, compute, shape, inputs, position, piece)
 
 
-def _sliced(config: MergeConfig, sources: SourceSet) -> list[OutputTensor]:
-    """The outputs of a `slices` merge: each slice's layers in turn, the rest around them."""
-    first = config.slices[0].sources[0].alias
-    reference = config.base or first
-    names = sources.member_names(reference)
-    layered = [n for n in names if layer_of(n) is not None]
-    before = [
-        _copied(config, sources, reference, n)
-        for n in names
-        if layer_of(n) is None and (not layered or names.index(n) < names.index(layered[0]))
-    ]
-    after = [
-        _copied(config, sources, reference, n)
-        for n in names
-        if layer_of(n) is None and layered and names.index(n) > names.index(layered[0])
-    ]
-    middle: list[OutputTensor] = []
+def _promoted(dtypes: Sequence[str]) -> str:
+    """The dtype torch promotes float dtypes to: the widest; float16 with bfloat16 is float32."""
+    kinds = set(dtypes)
+    if "float64" in kinds:
+        return "float64"
+    if "float32" in kinds or {"float16", "bfloat16"} <= kinds:
+        return "float32"
+    return dtypes[0]
+
+
+def _info(config: MergeConfig, sources: SourceSet, item: Input) -> Any:
+    if item.name not in set(sources.member_names(item.alias)):
+        raise ConvertError(
+            f"{config.where('models')}: tensor {item.name!r} is not in model {item.alias!r} "
+            f"({config.folders[item.alias]}); expected every merged model to hold it"
+        )
+    return sources.member_info(item.alias, item.name)
+
+
+def _checked_dtype(
+    config: MergeConfig, sources: SourceSet, item: Input, first: Input, shape: tuple[int, ...]
+) -> str:
+    """The input's dtype; refuses it where it is missing or its shape differs from `shape`."""
+    info = _info(config, sources, item)
+    if info.shape != shape:
+        raise ConvertError(
+            f"{config.where('models')}: tensor {first.name!r} is {list(shape)} in "
+            f"{first.alias!r} but {item.name!r} is {list(info.shape)} in {item.alias!r}; "
+            "expected the same shape in every model (models of different sizes or "
+            "vocabularies cannot be merged)"
+        )
+    return str(info.dtype)
+
+
+def _sliced_outputs(
+    config: MergeConfig, method: MergeMethod, sources: SourceSet, groups: Sequence[_Group]
+) -> list[OutputTensor]:
+    """Each slice's layers in turn, the tensors outside them around them."""
+    outputs = _outside(config, method, sources, groups[0], pre=True)
     offset = 0
-    for piece in config.slices:
-        middle += _slice_outputs(config, sources, piece, offset)
-        offset += _length(piece)
-    return [*before, *middle, *after]
+    for group in groups:
+        length = _length(group)
+        for i in range(length):
+            outputs += _layer_outputs(config, method, sources, group, offset, i, length)
+        offset += length
+    return outputs + _outside(config, method, sources, groups[-1], pre=False)
 
 
-def _copied(config: MergeConfig, sources: SourceSet, alias: str, name: str) -> OutputTensor:
-    info = sources.member_info(alias, name)
-    floating = info.dtype in FLOATS
-    dtype = (config.out_dtype or config.dtype or info.dtype) if floating else info.dtype
-    return OutputTensor(name, dtype, info.shape, ((alias, name),), (), merged=False)
+def _outside(
+    config: MergeConfig, method: MergeMethod, sources: SourceSet, group: _Group, pre: bool
+) -> list[OutputTensor]:
+    """The tensors outside the layers before them (`pre`) or after them, from `group`."""
+    lead = group.sources[0][1]
+    names = [n for n in sources.member_names(lead) if layer_of(n) is None]
+    chosen = [n for n in names if bool(PRE.search(n)) == pre]
+    return [
+        _output(
+            config, sources, n, _inputs(method, group, [n] * len(group.sources)), 0.0, group.piece
+        )
+        for n in chosen
+    ]
 
 
-def _length(piece: MergeSlice) -> int:
-    lengths = {
-        end - start for start, end in (s.layer_range for s in piece.sources if s.layer_range)
-    }
+def _length(group: _Group) -> int:
+    assert group.piece is not None
+    lengths = {end - start for start, end in (s.layer_range or (0, 0) for s in group.piece.sources)}
     if len(lengths) != 1:
-        ranges = ", ".join(f"{s.alias} {list(s.layer_range or ())}" for s in piece.sources)
+        ranges = ", ".join(f"{s.alias} {list(s.layer_range or ())}" for s in group.piece.sources)
         raise ConvertError(
-            f"{piece.where}: the sources' layer ranges differ in length ({ranges}); expected "
+            f"{group.where}: the sources' layer ranges differ in length ({ranges}); expected "
             "ranges of one length"
         )
     return lengths.pop()
 
 
-def _slice_outputs(
-    config: MergeConfig, sources: SourceSet, piece: MergeSlice, offset: int
+def _layer_outputs(
+    config: MergeConfig,
+    method: MergeMethod,
+    sources: SourceSet,
+    group: _Group,
+    offset: int,
+    i: int,
+    length: int,
 ) -> list[OutputTensor]:
-    """The output layers [offset, offset + length) a slice gives."""
-    length, lead = _length(piece), piece.sources[0]
-    base = piece.base or config.base
-    refs = [s for s in piece.sources if s.alias != base] if len(piece.sources) > 1 else [lead]
-    base_ref = next((s for s in piece.sources if s.alias == base), None)
+    """Output layer `offset + i`: layer `start + i` of each of the slice's sources."""
+    lead_ref, lead, start = group.sources[0]
     outputs = []
-    for i in range(length):
-        for name in _layer_names(config, sources, lead, i):
-            out_name = with_layer(name, offset + i)
-            own = [with_layer(name, (r.layer_range or (0, 0))[0] + i) for r in refs]
-            if len(piece.sources) == 1:
-                outputs.append(replace(_copied(config, sources, lead.alias, own[0]), name=out_name))
-                continue
-            base_alias = None if base_ref is None else base_ref.alias
-            names = own if base_ref is None else [*own]
-            out = _merged(
-                config, sources, out_name, names, refs, refs[0].alias, None, piece.parameters
-            )
-            if base_ref is not None:
-                start = (base_ref.layer_range or (0, 0))[0]
-                out = replace(out, base=(str(base_alias), with_layer(name, start + i)))
-            outputs.append(out)
+    for name in _layer_names(sources, lead, start + i, lead_ref):
+        names = [with_layer(name, first + i) for _, _, first in group.sources]
+        inputs = _inputs(method, group, names)
+        out_name = with_layer(name, offset + i)
+        outputs.append(
+            _output(config, sources, out_name, inputs, _position(i, length), group.piece)
+        )
     return outputs
 
 
-def _layer_names(config: MergeConfig, sources: SourceSet, ref: ModelRef, i: int) -> list[str]:
-    start, end = ref.layer_range or (0, 0)
-    names = [n for n in sources.member_names(ref.alias) if layer_of(n) == start + i]
+def _layer_names(sources: SourceSet, alias: str, layer: int, ref: ModelRef | None) -> list[str]:
+    names = [n for n in sources.member_names(alias) if layer_of(n) == layer]
     if not names:
+        where = ref.where if ref is not None else alias
         raise ConvertError(
-            f"{ref.where}: model {ref.alias!r} has no layer {start + i} (layer_range "
-            f"[{start}, {end}]); expected a range within its layers"
+            f"{where}: model {alias!r} has no layer {layer}; expected a layer_range within "
+            "its layers"
         )
     return names

@@ -1,17 +1,19 @@
 """A merge configuration bound to the models it reads: every output tensor, its inputs and
 parameters, checked before any data is read; then the merge itself, traced.
 
-`bind_merge(config, sources)` checks the method (known, its base and model count), every
-parameter (known to the method, in range, given where it has no default) and every output
-tensor (present in each model it is merged from, with one shape). `MergeBinding.transform`
-then maps the source set's tensors (`ALIAS::NAME`) to the merged ones, named as in the models.
-Imports the io layer and the merge methods.
+`bind_merge(config, sources)` checks the method (known, its inputs), the dtypes, every
+parameter (known to the method, of the right kind, given where it has no default, each model's
+values together) and every output tensor (present in each input, with one shape).
+`MergeBinding.transform` then maps the source set's tensors (`ALIAS::NAME`) to the merged ones,
+named as in the models: each input cast to the merge's dtype, merged, cast to the output dtype,
+as mergekit does. Tensors are merged in mergekit's order (by their inputs' greatest name), so
+that methods drawing random masks take them from one generator in the same order. Imports the
+io layer and the merge methods.
 """
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,12 +21,13 @@ from lazyparams.errors import ConvertError
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.merge_config import MergeConfig, ModelRef
 from lazyparams.io.source_set import SourceSet, qualified
-from lazyparams.targets.merge import MergeMethod, TensorMerge, merge_method
-from lazyparams.targets.merge.layout import OutputTensor, lay_out_outputs
-from lazyparams.targets.merge.parameters import value_for
+from lazyparams.targets.merge import REQUIRED, MergeMethod, Parameter, TensorMerge, merge_method
+from lazyparams.targets.merge.draws import SEEDS, MaskStream
+from lazyparams.targets.merge.layout import FLOATS, Input, OutputTensor, dtype_name, lay_out_outputs
+from lazyparams.targets.merge.parameters import evaluate
 
-DTYPES = ("float32", "float16", "bfloat16")
-"""The dtypes a merge computes in and writes (`dtype`, `out_dtype`)."""
+Key = tuple[str | int, ...]
+"""The keys of a value in the configuration (for `MergeConfig.where`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,22 +41,30 @@ class MergeBinding:
 
     def transform(self, params: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """The merged tensors, by output name, traced from the source set's `params`."""
-        return {out.name: self._merge_one(out, params) for out in self.outputs}
+        draws = MaskStream(self.seed)
+        merged = {out.name: self._merge_one(out, params, draws) for out in self.merge_order()}
+        return {out.name: merged[out.name] for out in self.outputs}
 
-    def _merge_one(self, out: OutputTensor, params: Mapping[str, Tensor]) -> Tensor:
-        if out.base is None and len(out.models) == 1 and not out.merged:
-            alias, name = out.models[0]
-            return params[qualified(alias, name)].astype(out.dtype)
-        compute = self.config.dtype
-        tensors = [_cast(params[qualified(a, n)], compute) for a, n in out.models]
-        base = None if out.base is None else _cast(params[qualified(*out.base)], compute)
-        merged = self.method.merge(
-            TensorMerge(out.name, tensors, base, out.per_model, out.values, self._seed(out))
+    def merge_order(self) -> list[OutputTensor]:
+        """The outputs in the order mergekit merges them: by label, then as planned."""
+        return sorted(self.outputs, key=lambda out: out.label)
+
+    def _merge_one(
+        self, out: OutputTensor, params: Mapping[str, Tensor], draws: MaskStream
+    ) -> Tensor:
+        if not out.merged:
+            return params[qualified(out.inputs[0].alias, out.inputs[0].name)]
+        models = [_cast(params[qualified(i.alias, i.name)], out.compute) for i in out.models]
+        base = None if out.base is None else params[qualified(out.base.alias, out.base.name)]
+        inputs = TensorMerge(
+            out.name,
+            models,
+            None if base is None else _cast(base, out.compute),
+            out.per_model,
+            out.values,
+            draws,
         )
-        return merged.astype(out.dtype)
-
-    def _seed(self, out: OutputTensor) -> int:
-        return (self.seed * 0x9E3779B1 + zlib.crc32(out.name.encode())) & 0xFFFFFFFF
+        return _cast(self.method.merge(inputs), out.dtype)
 
     @property
     def layer_count(self) -> int | None:
@@ -65,58 +76,34 @@ class MergeBinding:
 def bind_merge(config: MergeConfig, sources: SourceSet, seed: int = 0) -> MergeBinding:
     """Check `config` against the models of `sources` and lay out every output tensor."""
     method = merge_method(config.method, config.where("merge_method"))
+    if seed not in SEEDS:
+        raise ConvertError(
+            f"{config.path}: random seed {seed}: expected 0 <= seed < 2**32 (as mergekit's "
+            "--random-seed)"
+        )
     _check_dtypes(config)
-    _check_models(config, method)
     _check_parameter_names(config, method)
     outputs = lay_out_outputs(config, method, sources)
-    resolved = tuple(_with_parameters(config, method, out, _layers(outputs)) for out in outputs)
+    resolved = tuple(_with_parameters(config, method, out) for out in outputs)
     return MergeBinding(config, method, resolved, seed)
 
 
-def _cast(tensor: Tensor, dtype: str | None) -> Tensor:
-    return tensor if dtype is None or tensor.dtype == dtype else tensor.astype(dtype)
+def _cast(tensor: Tensor, dtype: str) -> Tensor:
+    return tensor if tensor.dtype == dtype else tensor.astype(dtype)
 
 
 def _check_dtypes(config: MergeConfig) -> None:
     for key in ("dtype", "out_dtype"):
         value = getattr(config, key)
-        if value is not None and value not in DTYPES:
+        if value is not None and dtype_name(value) not in FLOATS:
             raise ConvertError(
-                f"{config.where(key)}: {key} {value!r}: expected one of {', '.join(DTYPES)}"
+                f"{config.where(key)}: {key} {value!r}: expected one of {', '.join(FLOATS)}"
             )
-
-
-def _check_models(config: MergeConfig, method: MergeMethod) -> None:
-    if method.base == "required" and config.base is None and not config.slices:
-        raise ConvertError(
-            f"{config.where('merge_method')}: {method.name} needs base_model: PATH; expected one"
-        )
-    if config.slices and not method.layered and method.base == "required":
-        for piece in config.slices:
-            if (piece.base or config.base) is None:
-                raise ConvertError(f"{piece.where}: {method.name} needs a base_model")
-    if config.slices:
-        return
-    count = len([m for m in config.models if m.alias != config.base])
-    most = method.max_models
-    if count < method.min_models or (most is not None and count > most):
-        wanted = f"{method.min_models}" + (
-            "" if most == method.min_models else f" to {most}" if most else " or more"
-        )
-        raise ConvertError(
-            f"{config.where('models')}: {method.name} merges {wanted} models besides the base; "
-            f"got {count}"
-        )
 
 
 def _check_parameter_names(config: MergeConfig, method: MergeMethod) -> None:
     """Refuse a parameter the method does not take, naming it and its line."""
-    groups: list[tuple[Mapping[str, Any], tuple[str | int, ...]]] = [
-        (config.parameters, ("parameters",))
-    ]
-    groups += [(m.parameters, ("models", i, "parameters")) for i, m in enumerate(config.models)]
-    groups += [(s.parameters, ("slices", i, "parameters")) for i, s in enumerate(config.slices)]
-    for values, at in groups:
+    for values, at in _parameter_groups(config):
         for name in values:
             if method.parameter(name) is None:
                 known = ", ".join(p.name for p in method.parameters) or "none"
@@ -126,14 +113,26 @@ def _check_parameter_names(config: MergeConfig, method: MergeMethod) -> None:
                 )
 
 
-def _layers(outputs: Sequence[OutputTensor]) -> int:
-    return max((o.layer + 1 for o in outputs if o.layer is not None), default=0)
+def _parameter_groups(config: MergeConfig) -> list[tuple[Mapping[str, Any], Key]]:
+    groups: list[tuple[Mapping[str, Any], Key]] = [(config.parameters, ("parameters",))]
+    for piece_index, piece in enumerate(config.slices):
+        groups.append((piece.parameters, ("slices", piece_index, "parameters")))
+    for ref in config.models:
+        groups.append((ref.parameters, (*_ref_key(config, ref), "parameters")))
+    return groups
 
 
-def _with_parameters(
-    config: MergeConfig, method: MergeMethod, out: OutputTensor, layers: int
-) -> OutputTensor:
-    """`out` with every parameter of `method` resolved for it (per model and global)."""
+def _ref_key(config: MergeConfig, ref: ModelRef) -> Key:
+    """Where a model's entry is: under `models`, or under a slice's `sources`."""
+    for piece_index, piece in enumerate(config.slices):
+        for index, source in enumerate(piece.sources):
+            if source is ref:
+                return ("slices", piece_index, "sources", index)
+    return ("models", next(i for i, m in enumerate(config.models) if m is ref))
+
+
+def _with_parameters(config: MergeConfig, method: MergeMethod, out: OutputTensor) -> OutputTensor:
+    """`out` with every parameter of `method` resolved for it (per model and shared)."""
     if not out.merged:
         return out
     per_model: dict[str, list[Any]] = {}
@@ -141,38 +140,74 @@ def _with_parameters(
     for parameter in method.parameters:
         if parameter.per_model:
             per_model[parameter.name] = [
-                _value(config, parameter.name, out, ref, layers, method) for ref in out.refs
+                _value(config, method, parameter, out, item) for item in out.models
             ]
         else:
-            values[parameter.name] = _value(config, parameter.name, out, None, layers, method)
+            values[parameter.name] = _value(config, method, parameter, out, None)
+    if method.check_model is not None:
+        for index, item in enumerate(out.models):
+            _check_model(config, method, out, item, {k: v[index] for k, v in per_model.items()})
     return out.with_parameters(per_model, values)
+
+
+def _scopes(config: MergeConfig, out: OutputTensor, item: Input | None) -> list[Key]:
+    """The settings that may give a parameter its value, the most particular first: the
+    model's own entry, the slice's parameters, the top level's."""
+    scopes: list[Key] = []
+    if item is not None and item.ref is not None:
+        scopes.append((*_ref_key(config, item.ref), "parameters"))
+    if out.piece is not None:
+        scopes.append(("slices", config.slices.index(out.piece), "parameters"))
+    return [*scopes, ("parameters",)]
+
+
+def _settings(config: MergeConfig, key: Key) -> Mapping[str, Any]:
+    if key[0] == "parameters":
+        return config.parameters
+    if key[0] == "models":
+        return config.models[int(key[1])].parameters
+    piece = config.slices[int(key[1])]
+    return piece.parameters if key[2] == "parameters" else piece.sources[int(key[3])].parameters
 
 
 def _value(
     config: MergeConfig,
-    name: str,
-    out: OutputTensor,
-    ref: ModelRef | None,
-    layers: int,
     method: MergeMethod,
+    parameter: Parameter,
+    out: OutputTensor,
+    item: Input | None,
 ) -> Any:
-    """A parameter's value for `out` (and model `ref`): the model's own, else the slice's,
-    else the top level's, else the default; checked against the method's range."""
-    parameter = method.parameter(name)
-    assert parameter is not None
-    where = ref.where if ref is not None and name in ref.parameters else config.where("parameters")
-    scopes = [ref.parameters if ref is not None else {}, out.slice_parameters, config.parameters]
-    raw = next((s[name] for s in scopes if name in s), None)
-    value = None if raw is None else value_for(raw, out.source_name, layers, where)
-    if value is None:
-        value = parameter.default
-    if value is None:
-        model = f" for model {ref.alias!r}" if ref is not None else ""
+    """A parameter's value for `out` (and input `item`): from the first scope that gives one,
+    else the default; a per-model value's filters match the input's own tensor name."""
+    tensor = out.name if item is None else item.name
+    for key in _scopes(config, out, item):
+        settings = _settings(config, key)
+        if parameter.name in settings:
+            where = config.where(*key, parameter.name)
+            found = evaluate(settings[parameter.name], tensor, out.position, parameter, where)
+            if found is not None:
+                return found
+    if parameter.default is REQUIRED:
+        model = "" if item is None else f" for model {item.alias!r}"
         raise ConvertError(
-            f"{where}: {method.name} needs parameter {name!r}{model} (tensor {out.name!r}); "
-            "expected a value"
+            f"{config.where('parameters')}: {method.name} needs parameter {parameter.name!r}"
+            f"{model} (tensor {tensor!r}); expected a value"
         )
-    problem = parameter.check(value)
+    return parameter.default
+
+
+def _check_model(
+    config: MergeConfig,
+    method: MergeMethod,
+    out: OutputTensor,
+    item: Input,
+    values: Mapping[str, Any],
+) -> None:
+    assert method.check_model is not None
+    problem = method.check_model(values)
     if problem is not None:
-        raise ConvertError(f"{where}: parameter {name!r} = {value!r}: {problem}")
-    return value
+        key = _scopes(config, out, item)[0]
+        shown = ", ".join(f"{k} {v!r}" for k, v in values.items())
+        raise ConvertError(
+            f"{config.where(*key)}: model {item.alias!r}, tensor {item.name!r} ({shown}): {problem}"
+        )

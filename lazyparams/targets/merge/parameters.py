@@ -1,9 +1,14 @@
-"""A merge parameter's value for one tensor, from what the configuration wrote.
+"""A merge parameter's value for one tensor, from what the configuration wrote, by mergekit's
+documented rules.
 
-A value may be a plain number (or flag), a gradient (a list of numbers spread evenly over the
-layers and interpolated linearly between them, as mergekit reads one), or a list of filter
-rules `{filter: TEXT, value: V}` where the first rule whose filter occurs in the tensor's name
-wins and a rule without a filter matches every tensor. Imports the errors only.
+A setting is a value, a gradient or filter rules. A gradient is a list of values spread evenly
+over a slice's layers: at a layer's position t in [0, 1] numbers are interpolated linearly
+between their neighbours, other values (flags) are picked at index int(t * (n - 1)). A rule is
+`{filter: TEXT, value: V}`, alone or in a list: the first whose filter occurs in the tensor's
+name (or is absent, or `*`) gives the value. A setting that applies to nothing (no rule
+matches, an empty list) gives None, so the next scope (the model's own parameters, the slice's,
+the whole configuration's) is asked. Also the layer index in tensor names. Imports the errors
+and the registry's types.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from lazyparams.errors import ConvertError
+from lazyparams.targets.merge import Parameter
 
 LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
 """Where a tensor name holds its layer index (`model.layers.7.`, `transformer.h.7.`)."""
+RULE_KEYS = frozenset({"filter", "value"})
 
 
 def layer_of(name: str) -> int | None:
@@ -32,41 +39,66 @@ def with_layer(name: str, layer: int) -> str:
     return name[:start] + str(layer) + name[end:]
 
 
-def value_for(raw: Any, tensor: str, layers: int, where: str) -> Any:
-    """The value of a parameter written as `raw` for tensor `tensor` of a model of `layers`
-    layers; ConvertError naming `where` when `raw` has none of the accepted forms."""
-    if isinstance(raw, list) and raw and all(isinstance(r, Mapping) for r in raw):
-        return value_for(_first_rule(raw, tensor, where), tensor, layers, where)
-    if isinstance(raw, list):
-        return _gradient(raw, layer_of(tensor), layers, where)
-    return raw
+def evaluate(raw: Any, tensor: str, position: float, parameter: Parameter, where: str) -> Any:
+    """The value the setting `raw` gives parameter `parameter` for tensor `tensor` at gradient
+    position `position`, None where it gives none; ConvertError naming `where` for a value of
+    the wrong kind or a setting of no accepted form."""
+    if isinstance(raw, Mapping):
+        raw = [raw]
+    if not isinstance(raw, list):
+        return _parsed(parameter, raw, where)
+    if not raw:
+        return None
+    if all(isinstance(r, Mapping) for r in raw):
+        rule = _first_rule(raw, tensor, where)
+        if rule is None:
+            return None
+        if isinstance(rule["value"], Mapping) or _holds_rules(rule["value"]):
+            raise ConvertError(
+                f"{where}: rule {dict(rule)!r}: expected a value or a gradient, got rules"
+            )
+        return evaluate(rule["value"], tensor, position, parameter, where)
+    if any(isinstance(r, Mapping | list) for r in raw):
+        raise ConvertError(
+            f"{where}: parameter {parameter.name!r} = {raw!r}: expected a value, a gradient of "
+            "values or a list of {filter, value} rules"
+        )
+    return _gradient([_parsed(parameter, r, where) for r in raw], position, parameter, where)
 
 
-def _first_rule(rules: list[Any], tensor: str, where: str) -> Any:
+def _holds_rules(value: Any) -> bool:
+    return isinstance(value, list) and any(isinstance(v, Mapping | list) for v in value)
+
+
+def _parsed(parameter: Parameter, value: Any, where: str) -> Any:
+    try:
+        return parameter.parse(value)
+    except ValueError as err:
+        raise ConvertError(f"{where}: parameter {parameter.name!r} = {value!r}: {err}") from None
+
+
+def _first_rule(rules: list[Any], tensor: str, where: str) -> Mapping[str, Any] | None:
+    """The first rule that applies to `tensor`, each checked for its keys."""
     for rule in rules:
-        unknown = set(rule) - {"filter", "value"}
-        if unknown or "value" not in rule:
+        if set(rule) - RULE_KEYS or "value" not in rule:
             raise ConvertError(
                 f"{where}: rule {dict(rule)!r}: expected {{filter: TEXT, value: V}} "
                 "(filter optional)"
             )
         pattern = rule.get("filter")
-        if pattern is None or str(pattern) in tensor:
-            return rule["value"]
+        if pattern is not None and not isinstance(pattern, str):
+            raise ConvertError(f"{where}: rule {dict(rule)!r}: expected the filter as text")
+        if pattern is None or pattern == "*" or (tensor and pattern in tensor):
+            return dict(rule)
     return None
 
 
-def _gradient(points: list[Any], layer: int | None, layers: int, where: str) -> float:
-    numbers = [p for p in points if isinstance(p, int | float) and not isinstance(p, bool)]
-    if len(numbers) != len(points) or not numbers:
-        raise ConvertError(
-            f"{where}: {points!r}: expected a number, a gradient of numbers or "
-            "a list of {filter, value} rules"
-        )
-    if len(numbers) == 1:
-        return float(numbers[0])
-    position = 0.0 if layer is None or layers <= 1 else layer / (layers - 1)
-    scaled = position * (len(numbers) - 1)
-    low = min(int(scaled), len(numbers) - 2)
+def _gradient(values: list[Any], position: float, parameter: Parameter, where: str) -> Any:
+    """The gradient's value at `position`: numbers interpolated, flags picked."""
+    if parameter.kind != "number":
+        return values[int(position * (len(values) - 1))]
+    scaled = position * (len(values) - 1)
+    low = int(scaled)
+    high = min(len(values) - 1, low + 1)
     frac = scaled - low
-    return float(numbers[low] * (1 - frac) + numbers[low + 1] * frac)
+    return _parsed(parameter, (1 - frac) * values[low] + frac * values[high], where)

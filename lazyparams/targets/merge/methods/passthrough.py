@@ -1,28 +1,28 @@
 """`passthrough`: tensors copied unchanged, from slices of layers (a frankenmerge).
 
-With `slices`, each slice's layers are stacked after the previous slice's; a slice of one
-source copies its layers. Without slices, one model is copied (a plain cast to the out dtype).
+With `slices`, each slice's layers are stacked after the previous slice's (one source each);
+the tensors before the layers come from the first slice's source, those after from the last's.
+Without slices, one model is copied. `scale`, where given, multiplies the tensor.
 """
 
 from __future__ import annotations
 
 from lazyparams.frontend.tensor import Tensor
-from lazyparams.targets.merge import MergeMethod, Parameter, TensorMerge, number_in
+from lazyparams.targets.merge import MergeMethod, Parameter, TensorMerge
+from lazyparams.targets.merge.steps import scale
 
 
 def merge(inputs: TensorMerge) -> Tensor:
-    """The one model's tensor, scaled by its `scale` when one is given."""
+    """The one input's tensor, times its `scale` where one is given."""
     tensor = inputs.models[0]
-    scale = inputs.per_model["scale"][0]
-    return tensor if scale == 1 else tensor * scale
+    factor = inputs.per_model["scale"][0]
+    return tensor if factor is None else scale(tensor, factor)
 
 
 METHOD = MergeMethod(
     "passthrough",
     "copy layers unchanged; with slices, stack layer ranges of several models",
     merge,
-    (Parameter("scale", number_in(-1e6, 1e6), 1.0, per_model=True, summary="multiply by"),),
-    base="none",
-    max_models=1,
-    layered=True,
+    (Parameter("scale", "number", None, "input", "multiply the tensor by"),),
+    max_inputs=1,
 )
