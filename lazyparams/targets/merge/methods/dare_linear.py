@@ -1,0 +1,16 @@
+"""`dare_linear`: DARE. Each task vector keeps each element with probability `density`,
+rescaled to its L1 norm (`rescale`, the default), and the vectors are added by weight. Masks
+come from the merge's random stream (`--random-seed`)."""
+
+from __future__ import annotations
+
+from lazyparams.targets.merge.sparsify import check_random, random
+from lazyparams.targets.merge.task_vectors import task_vector_method
+
+METHOD = task_vector_method(
+    "dare_linear",
+    "task vectors with random elements dropped and the rest rescaled, added by weight",
+    random,
+    rescale=True,
+    check_model=check_random,
+)
