@@ -66,3 +66,23 @@ def config(tmp_path: Path) -> Callable[[str], Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def models16(tmp_path: Path) -> dict[str, dict[str, np.ndarray]]:
+    """The `models` fixture's three models, stored in bfloat16 (their tensors by folder name)."""
+    made = {
+        name: model_tensors(seed, "bfloat16")
+        for seed, name in enumerate(("base", "a", "b"), start=1)
+    }
+    for name, tensors in made.items():
+        write_model(tmp_path / name, tensors)
+    return made
+
+
+@pytest.fixture
+def model_c(tmp_path: Path) -> dict[str, np.ndarray]:
+    """A fourth float32 model, in tmp_path/c."""
+    tensors = model_tensors(4)
+    write_model(tmp_path / "c", tensors)
+    return tensors
