@@ -1,9 +1,10 @@
 """numpy kernels of `R.sort_rank` and `R.rank_mask`: ranks in the order an unstable introsort
 leaves equal elements (`runtime.introsort`).
 
-Keys are the elements as float64 (exact for every float dtype), negated for a descending
-order; a tensor holding NaN is ranked through dense integer keys instead, so that NaN sorts
-after everything ascending and before everything descending, as torch's comparators have it.
+Keys are the elements as float32 (float64 for float64 tensors: exact either way), negated for a
+descending order; a tensor holding NaN is ranked through dense integer keys instead, so that
+NaN sorts after everything ascending and before everything descending, as torch's comparators
+have it.
 Imports the runtime's kernel registry and `runtime.introsort`.
 """
 
@@ -20,7 +21,8 @@ from lazyparams.runtime.kernels import Array, kernel
 
 def sort_keys(x: Array, descending: bool) -> Array:
     """Keys whose ascending order (by `<`) is x's order: NaN last ascending, first descending."""
-    values = np.asarray(x, dtype=np.float64)
+    wide = np.float64 if np.asarray(x).dtype == np.float64 else np.float32
+    values = np.asarray(x, dtype=wide)
     if descending:
         values = -values
     nan = np.isnan(values)
