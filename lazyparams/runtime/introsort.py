@@ -59,7 +59,7 @@ def leading(keys: Array, k: int) -> Array:
             _heapsort_range(work, index, first, last)
             break
         depth -= 1
-        cut = int(_partition(work, index, np.array([first]), np.array([last]))[0])
+        cut = _partition_range(work, index, first, last)
         first, last = (first, cut) if k < cut else (cut, last)
     mask[index[:first]] = True
     if first < k < last:
@@ -94,18 +94,17 @@ def _partition(work: Array, index: Array, first: Array, last: Array) -> Array:
     a key >= pivot, whichever comes first.
     """
     _median_to_first(work, index, first, last)
-    pivot = work[first]
     lengths = last - first
-    segment = np.repeat(np.arange(first.size), lengths)
-    position = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    position += first[segment]
-    values, pivots = work[position], pivot[segment]
-    lefts = (values >= pivots) & (position != first[segment])
+    offsets = np.cumsum(lengths) - lengths  # where each range starts among all positions
+    position = np.arange(int(lengths.sum())) + np.repeat(first - offsets, lengths)
+    values, pivots = work[position], np.repeat(work[first], lengths)
+    lefts = values >= pivots
+    lefts[offsets] = False  # the pivot's own place stops no scan from the left
     rights = values <= pivots
-    left_at, left_of = position[lefts], segment[lefts]
-    right_at, right_of = position[rights], segment[rights]
-    n_left = np.bincount(left_of, minlength=first.size)
-    n_right = np.bincount(right_of, minlength=first.size)
+    n_left = np.add.reduceat(lefts, offsets, dtype=np.int64)
+    n_right = np.add.reduceat(rights, offsets, dtype=np.int64)
+    left_at, right_at = position[lefts], position[rights]
+    left_of = np.repeat(np.arange(first.size), n_left)
     left_start = np.cumsum(n_left) - n_left
     right_end = np.cumsum(n_right) - 1  # the k-th stop from the right: right_end - k
     k = np.arange(left_at.size) - left_start[left_of]
@@ -120,6 +119,25 @@ def _partition(work: Array, index: Array, first: Array, last: Array) -> Array:
     next_left = np.where(done < n_left, _at(left_at, left_start + done), big)
     last_right = np.where(done > 0, _at(right_at, right_end - done + 1), big)
     return np.minimum(next_left, last_right)
+
+
+def _partition_range(work: Array, index: Array, first: int, last: int) -> int:
+    """`_partition` of the one range [first, last), on views of it (no per-element range ids:
+    a selection partitions ranges as long as the whole tensor)."""
+    _median_to_first(work, index, np.array([first]), np.array([last]))
+    span = work[first:last]
+    pivot = span[0]
+    lefts = np.flatnonzero(span[1:] >= pivot) + (first + 1)
+    rights = np.flatnonzero(span <= pivot)[::-1] + first
+    paired = min(lefts.size, rights.size)
+    done = int(np.count_nonzero(lefts[:paired] < rights[:paired]))
+    i, j = lefts[:done], rights[:done]
+    work[i], work[j] = work[j], work[i].copy()
+    index[i], index[j] = index[j], index[i].copy()
+    big = np.iinfo(np.int64).max
+    next_left = int(lefts[done]) if done < lefts.size else big
+    last_right = int(rights[done - 1]) if done > 0 else big
+    return min(next_left, last_right)
 
 
 def _at(values: Array, where: Array) -> Array:
