@@ -24,7 +24,7 @@ def sort_keys(x: Array, descending: bool) -> Array:
     wide = np.float64 if np.asarray(x).dtype == np.float64 else np.float32
     values = np.asarray(x, dtype=wide)
     if descending:
-        values = -values
+        values = np.negative(values)
     nan = np.isnan(values)
     if not nan.any():
         return values
