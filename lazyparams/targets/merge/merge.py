@@ -102,14 +102,23 @@ def _check_dtypes(config: MergeConfig) -> None:
 
 
 def _check_parameter_names(config: MergeConfig, method: MergeMethod) -> None:
-    """Refuse a parameter the method does not take, naming it and its line."""
+    """Refuse a parameter the method does not take, and one for the whole merge given under a
+    model (where it would have no effect), naming it and its line."""
     for values, at in _parameter_groups(config):
         for name in values:
-            if method.parameter(name) is None:
+            parameter = method.parameter(name)
+            if parameter is None:
                 known = ", ".join(p.name for p in method.parameters) or "none"
                 raise ConvertError(
                     f"{config.where(*at, name)}: {method.name} takes no parameter {name!r}; "
                     f"expected one of: {known}"
+                )
+            under_a_model = at[0] == "models" or "sources" in at
+            if under_a_model and not parameter.per_model:
+                raise ConvertError(
+                    f"{config.where(*at, name)}: {method.name}'s {name!r} is one value for the "
+                    "whole merge; expected it under the top-level (or a slice's) parameters, "
+                    "not a model's"
                 )
 
 

@@ -473,6 +473,10 @@ BAD = [
         two("ties", "{weight: 1}", "{weight: 1, gamma: 0.1}"),
         r"line 7: ties takes no parameter 'gamma'; expected one of: int8_mask, normalize, rescale, lambda, weight, density",
     ),
+    (
+        two("ties", "{weight: 1, lambda: 2}", "{weight: 1}"),
+        r"line 5: ties's 'lambda' is one value for the whole merge; expected it under the top-level \(or a slice's\) parameters",
+    ),
     (two("ties", "{density: 0.5}", "{weight: 1}"), r"ties needs parameter 'weight' for model 'a'"),
     (
         two("della", "{weight: 1, density: 0.5, epsilon: 0.5}", "{weight: 1}"),
