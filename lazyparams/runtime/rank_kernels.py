@@ -34,14 +34,23 @@ def sort_keys(x: Array, descending: bool) -> Array:
     return keys
 
 
+ROWS_AT_ONCE = 1 << 20
+"""Elements whose rows are sorted together: the sort's scratch is several times their size."""
+
+
 @kernel("sort_rank")
 def _sort_rank(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     x = np.asarray(ops[0])
     moved = np.moveaxis(x, attrs["axis"], -1)
-    rows = sort_keys(moved, bool(attrs["descending"])).reshape(-1, moved.shape[-1])
-    order = sort_order(rows)
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(order.shape[1], dtype=np.int64)[None, :], axis=1)
+    width = moved.shape[-1]
+    rows = moved.reshape(-1, width)
+    ranks = np.empty(rows.shape, dtype=np.int64)
+    step = max(1, ROWS_AT_ONCE // max(width, 1))
+    for start in range(0, rows.shape[0], step):
+        keys = sort_keys(rows[start : start + step], bool(attrs["descending"]))
+        order = sort_order(keys)
+        positions = np.broadcast_to(np.arange(width, dtype=np.int64), order.shape)
+        np.put_along_axis(ranks[start : start + step], order, positions, axis=1)
     return np.ascontiguousarray(np.moveaxis(ranks.reshape(moved.shape), -1, attrs["axis"]))
 
 

@@ -43,6 +43,20 @@ def test_sort_rank_along_an_axis(dtype: object) -> None:
     np.testing.assert_array_equal(down, _ranks(-x.astype(np.float64)))
 
 
+def test_rows_are_ranked_a_few_at_a_time_with_the_same_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lazyparams.runtime import rank_kernels
+
+    x = np.random.default_rng(4).integers(0, 3, size=(7, 30)).astype(np.float32)
+    whole = run_kernel("sort_rank", [x], {"axis": 1, "descending": False})
+    monkeypatch.setattr(rank_kernels, "ROWS_AT_ONCE", 64)  # two rows at a time
+    np.testing.assert_array_equal(
+        run_kernel("sort_rank", [x], {"axis": 1, "descending": False}), whole
+    )
+    np.testing.assert_array_equal(whole, _ranks(x.astype(np.float64)))
+
+
 def test_nan_sorts_last_ascending_and_first_descending() -> None:
     x = np.float32([1, np.nan, 0, 2, np.nan, -np.inf, np.inf])
     up = run_kernel("sort_rank", [x], {"axis": 0, "descending": False})
