@@ -281,6 +281,9 @@ class _Finder:
                 continue
             if not isinstance(operand, Var):
                 return None
+            if not _same_rows(operand, var):
+                free.add(operand)  # a broadcast operand (a scalar, a norm): taken whole
+                continue
             inner = self._upstream(operand, values, free)
             if inner is None:
                 return None
@@ -318,6 +321,12 @@ class _Finder:
             free.update(others)  # type: ignore[arg-type]
             return "step"
         return "outside"
+
+
+def _same_rows(operand: Var, var: Var) -> bool:
+    """Whether `operand` has as many rows as `var` (so it runs in the same blocks)."""
+    a, b = shape_of(operand), shape_of(var)
+    return bool(a) and bool(b) and a[0] == b[0]  # type: ignore[index]
 
 
 def _reduces_rows(value: object) -> bool:

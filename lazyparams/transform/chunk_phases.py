@@ -5,9 +5,10 @@ gives one value per row, a small vector read outside the chain (its total), and 
 scales the chain's rows. Run in blocks, that is two passes: the first computes each block's
 row values, which are *gathered* (concatenated, whole) after its last block; the total is then
 computed as before; the second pass loads the blocks again and runs the steps that need the
-total. A step's phase is fixed by the latest binding outside the chain it depends on; the first
-phase runs where the chain's last load was. Every phase recomputes what it needs of the chain
-from its loads, so no block outlives its pass. Imports `ir` only.
+total. A value leaving the chain (handed off, or gathered) is made in the phase that runs
+after the latest of its loads and of the outside values it needs (a norm of its own, say);
+every phase recomputes what it needs of the chain from its loads, so no block outlives its
+pass. Imports `ir` and `analysis`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from lazyparams.analysis.memory_model import is_kill
 from lazyparams.ir import Binding, Var
 
 Position = Mapping[Var, int]
@@ -40,22 +42,29 @@ def plan_phases(
     chain_vars: set[Var],
 ) -> tuple[Phase, ...] | None:
     """The phases of a chain (see the module docstring), or None when a value read outside
-    the chain is read before the phase that makes it has run.
+    the chain is read before the phase that makes it can run.
 
     `members` are the chain's bindings in body order (kills and hand-offs included), `loads`
     its loads, `position` each var's binding index, `outside` the indices of the bindings
     outside the chain that read each chain value, `bindings` the function's, `chain_vars`
-    every value of the chain.
+    every value of the chain. A phase runs for each place where a value leaves the chain (a
+    hand-off or a gathered value) can first be made: after the latest of its loads and of the
+    outside values it needs.
     """
-    last = max(position[b.var] for b in loads)
     ready = _ready(members, loads, position, chain_vars)
-    at = {var: max(when, last) for var, when in ready.items()}
     for var, readers in outside.items():
-        if min(readers) <= at[var]:
+        if min(readers) <= ready[var]:
             return None
-    anchors = sorted(set(at.values()))  # the first is the last load's
+    leaving = {var: ready[var] for var in outside}
+    for binding in members:
+        if binding.var not in chain_vars and not is_kill(binding.value):
+            leaving.update((v, ready[v]) for v in _operands(binding) if v in chain_vars)
+    if not leaving:  # nothing leaves (dead steps): one pass after the last load, as written
+        last = max(position[b.var] for b in loads)
+        leaving = dict.fromkeys(chain_vars, last)
+    anchors = sorted(set(leaving.values()))
     return tuple(
-        _phase(members, set(loads), at, outside, bindings[a], a, chain_vars) for a in anchors
+        _phase(members, set(loads), leaving, outside, bindings[a], a, chain_vars) for a in anchors
     )
 
 
@@ -79,14 +88,14 @@ def _ready(
 def _phase(
     members: Sequence[Binding],
     loads: set[Binding],
-    at: Mapping[Var, int],
+    leaving: Mapping[Var, int],
     outside: Mapping[Var, Sequence[int]],
     anchor: Binding,
     anchor_at: int,
     chain_vars: set[Var],
 ) -> Phase:
     """The phase anchored at `anchor_at`: its own steps and hand-offs, and what they need."""
-    own = {var for var, when in at.items() if when == anchor_at}
+    own = {var for var, when in leaving.items() if when == anchor_at}
     needed = set(own)
     for binding in reversed(members):  # body order: operands come before their readers
         if binding.var in needed:

@@ -546,22 +546,8 @@ CHUNKED = [
     two("linear", "{weight: 0.7}", "{weight: 0.2}", base=False),
     two("task_arithmetic", "{weight: 0.7}", "{weight: 0.2}"),
     two("nuslerp", "{weight: 0.7}", "{weight: 0.2}"),
-    pytest.param(
-        two("model_stock", "{}", "{}"),
-        marks=pytest.mark.xfail(
-            reason="ChunkRows splits model_stock only where the schedule loads every model "
-            "before it totals a norm's rows (transform/chunk_phases)",
-        ),
-    ),
-    pytest.param(
-        "merge_method: slerp\nbase_model: base\nmodels:\n  - model: a\nparameters: {t: 0.3}\n",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="ChunkRows does not yet split a dot product of two inputs each divided by "
-            "its own norm (transform/chunk_chains: the total of the second norm's rows is "
-            "taken for a step of the chain)",
-        ),
-    ),
+    two("model_stock", "{}", "{}"),
+    "merge_method: slerp\nbase_model: base\nmodels:\n  - model: a\nparameters: {t: 0.3}\n",
 ]
 
 
