@@ -100,6 +100,25 @@ def lazy_of(eager: IRModule) -> tuple[IRModule, tuple[Any, ...]]:
     return standard_pipeline()(eager), weight_struct_info(func)
 
 
+def chunked_run(
+    eager: IRModule, lazy: IRModule, inputs: Any, block: int, *, round_trip: bool = True
+) -> tuple[Function, int]:
+    """`lazy` chunked at `block` bytes, checked (well formed, kills, every bit as `eager`, the
+    peak as predicted): the chunked function and its measured peak."""
+    after = ChunkRows(block, inputs=inputs)(lazy)
+    assert_well_formed(after)
+    if round_trip:
+        assert_round_trip(after)
+    check_kills(after[FUNC])
+    weights = weights_of(eager)
+    outputs, peak = run_rows(after, weights)
+    assert same_bits(outputs, run_eager(eager, weights))
+    chunked = after[FUNC]
+    assert isinstance(chunked, Function)
+    assert peak == estimate_peak_memory(chunked, inputs=inputs).peak_bytes
+    return chunked, peak
+
+
 # Before / Expected -----------------------------------------------------------------------------
 
 
@@ -557,16 +576,7 @@ def test_loads_joined_by_element_wise_steps_run_in_blocks_together(block: int) -
     assert isinstance(func, Function)
     chains = [c for c in find_chains(func, inputs) if len(c.indices) > 1]
     assert [sorted(c.indices) for c in chains] == [[0, 1]]
-    after = ChunkRows(block, inputs=inputs)(lazy)
-    assert_well_formed(after)
-    assert_round_trip(after)
-    check_kills(after[FUNC])
-    weights = weights_of(Joined)
-    outputs, peak = run_rows(after, weights)
-    assert same_bits(outputs, run_eager(Joined, weights))
-    chunked = after[FUNC]
-    assert isinstance(chunked, Function)
-    assert peak == estimate_peak_memory(chunked, inputs=inputs).peak_bytes
+    chunked, peak = chunked_run(Joined, lazy, inputs, block)
     assert len(extern_calls(chunked, GET_ROWS)) == 2 * math.ceil(
         8 / ChunkRows(block).rows(chains[0])
     )
@@ -601,16 +611,7 @@ def test_a_reduction_runs_as_a_pass_over_blocks_then_the_steps_that_need_it(bloc
     assert isinstance(func, Function)
     [chain] = [c for c in find_chains(func, inputs) if len(c.indices) > 1]
     assert len(chain.phases) == 2 and len(chain.phases[0].gathered) == 1
-    after = ChunkRows(block, inputs=inputs)(lazy)
-    assert_well_formed(after)
-    assert_round_trip(after)
-    check_kills(after[FUNC])
-    weights = weights_of(Reduced)
-    outputs, peak = run_rows(after, weights)
-    assert same_bits(outputs, run_eager(Reduced, weights))
-    chunked = after[FUNC]
-    assert isinstance(chunked, Function)
-    assert peak == estimate_peak_memory(chunked, inputs=inputs).peak_bytes
+    chunked, peak = chunked_run(Reduced, lazy, inputs, block)
     blocks = math.ceil(8 / ChunkRows(block).rows(chain))
     assert len(extern_calls(chunked, GET_ROWS)) == 2 * 2 * blocks  # two passes, two loads
     assert peak < estimate_peak_memory(func, inputs=inputs).peak_bytes
@@ -643,12 +644,4 @@ def test_a_matmul_runs_its_rows_in_blocks_against_its_whole_right_operand(block:
     assert isinstance(func, Function)
     [chain] = [c for c in find_chains(func, inputs) if len(c.indices) > 1]
     assert sorted(chain.indices) == [1, 2] and len(chain.free) == 1
-    after = ChunkRows(block, inputs=inputs)(lazy)
-    assert_well_formed(after)
-    check_kills(after[FUNC])
-    weights = weights_of(LowRank)
-    outputs, peak = run_rows(after, weights)
-    assert same_bits(outputs, run_eager(LowRank, weights))
-    chunked = after[FUNC]
-    assert isinstance(chunked, Function)
-    assert peak == estimate_peak_memory(chunked, inputs=inputs).peak_bytes
+    chunked_run(LowRank, lazy, inputs, block, round_trip=False)
