@@ -23,6 +23,7 @@ from lazyparams.ir import Call, ExternFunc, Function, IRModule, PrimValue, Struc
 from lazyparams.ir.prim import IntImm
 from lazyparams.transform.chunk_chains import Chain, find_chains
 from lazyparams.transform.chunk_rows import GET_COLS, GET_ROWS, MAX_CHUNKS, SET_ROWS, ChunkRows
+from lazyparams.transform.stream_concat import StreamConcat
 
 if TYPE_CHECKING:
     from lazyparams.engine.destination import Destination
@@ -31,12 +32,18 @@ if TYPE_CHECKING:
 
 
 def fit_budget(lazy: IRModule, inputs: Sequence[StructInfo], budget: int) -> IRModule:
-    """`lazy` itself when its predicted peak fits `budget`; else with the chains that run
-    while the peak exceeds it unrolled into the largest blocks that make it fit, or, when no
+    """`lazy` itself when its predicted peak fits `budget`; else with its concatenations
+    streamed part by part (`transform.stream_concat`: stacked experts are written expert by
+    expert) and, if that is not enough, with the chains that run while the peak exceeds it
+    unrolled into the largest blocks that make it fit, or, when no
     block size does, into those that give the lowest peak (so the refusal names that minimum).
 
     `inputs` is the struct info of every input, as `estimate_peak_memory` takes it.
     """
+    profile = estimate_peak_memory(function_of(lazy), inputs=inputs)
+    if profile.peak_bytes <= budget:
+        return lazy
+    lazy = StreamConcat(inputs=inputs, func_names=[FUNC])(lazy)
     profile = estimate_peak_memory(function_of(lazy), inputs=inputs)
     if profile.peak_bytes <= budget:
         return lazy

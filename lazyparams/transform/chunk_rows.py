@@ -240,13 +240,13 @@ def _block_value(
     assert isinstance(value, Call)
     split, out = chain.splits[var], struct_info_of(var)
     args = tuple(
-        remap.get(a, a) if isinstance(a, Var) else _block_const(a, out, split, chain.length, bounds)
+        remap.get(a, a) if isinstance(a, Var) else block_const(a, out, split, chain.length, bounds)
         for a in value.args
     )
     return Call(value.op, args, value.attrs, value.sinfo_args)
 
 
-def _block_const(
+def block_const(
     arg: Expr, out: StructInfo, split: Split, length: int, bounds: tuple[int, int]
 ) -> Expr:
     """A constant operand of an element-wise step, cut to the block where it varies along the
