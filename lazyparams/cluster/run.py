@@ -11,6 +11,7 @@ parts. Imports the engine and `distributed`.
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -200,8 +201,8 @@ def _submit(client: Client, run: _Run, part: Part, token: str) -> Future[PartRes
 
 def _spec_for_workers(spec: Spec) -> str | Any:
     """The spec as a worker loads it: a spec file by its absolute path (workers have their own
-    working folders), a recipe or a callable as given."""
-    if callable(spec):
+    working folders), a recipe, a callable or a target object (`gguf` with options) as given."""
+    if callable(spec) or not isinstance(spec, str | os.PathLike):
         return spec
     text = str(spec)
     return str(Path(text).absolute()) if Path(text).is_file() else text

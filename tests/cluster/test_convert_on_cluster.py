@@ -297,3 +297,21 @@ def test_a_merge_on_the_cluster_equals_one_machine(
         "model.safetensors",
         "tokenizer.json",
     ]
+
+
+def test_stacked_experts_stream_on_the_cluster_with_a_named_pre_tokenizer(
+    client: distributed.Client, tmp_path: Path
+) -> None:
+    """A `gguf` target with options reaches the workers as it is (not as its text), and a
+    mixture of experts converts there expert by expert within a budget below one stack."""
+    from lazyparams.engine.demo_model import DEMO_PRE, write_byte_tokenizer
+    from lazyparams.targets.llamacpp.target import GGUFTarget
+    from tests.targets.llamacpp.hf_fixtures import write_model
+
+    model = write_model(tmp_path / "moe", "mixtral", hidden=128, intermediate=256, experts=8)
+    write_byte_tokenizer(model)
+    target, budget = GGUFTarget("q8_0", pre=DEMO_PRE), 256 << 10  # a stack is 512 KiB
+    convert(target, model, tmp_path / "one" / "m.gguf", progress=False)
+    dst = tmp_path / "two" / "m.gguf"
+    convert_on_cluster(target, model, dst, cluster=client, budget=budget, progress=False)
+    assert tree_bytes(dst.parent) == tree_bytes(tmp_path / "one")
