@@ -179,6 +179,18 @@ def take(x: Tensor, indices: Any, axis: int | None = None) -> Tensor:
     return x[(slice(None),) * at + (np.asarray(indices),)]
 
 
+def take_along_axis(x: Tensor, indices: Any, axis: int) -> Tensor:
+    """numpy.take_along_axis: gather along `axis` by int indices of x's rank (a tensor or a
+    constant array), which broadcast against x along the other axes."""
+    x = tensor_operand(x, "take_along_axis")
+    at = _axis(axis, x.ndim, "take_along_axis")
+    index = (
+        indices.var if isinstance(indices, Tensor) else constant_expr(indices, "take_along_axis")
+    )
+    var = x.tracer.emit_op("take_along_axis", (x.var, index), {"axis": at}, "take_along_axis")
+    return Tensor(x.tracer, var)
+
+
 # Element types and arithmetic --------------------------------------------------------------------
 
 
@@ -378,6 +390,7 @@ __all__ = [
     "stack",
     "subtract",
     "take",
+    "take_along_axis",
     "transpose",
     "zeros",
     "zeros_like",

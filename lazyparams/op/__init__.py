@@ -46,7 +46,7 @@ from lazyparams.op.create import const, ones, prim_value, zeros
 from lazyparams.op.describe import describe, show_dim
 from lazyparams.op.dims import dims_equal
 from lazyparams.op.gguf import dequantize_gguf, quantize_gguf
-from lazyparams.op.index import concat, split, strided_slice, take
+from lazyparams.op.index import concat, split, strided_slice, take, take_along_axis
 from lazyparams.op.layout_cast import layout_cast
 from lazyparams.op.manipulate import astype, expand_dims, permute_dims, reshape
 from lazyparams.op.mt19937 import mt_seed, mt_skip, mt_uniform
@@ -125,6 +125,7 @@ __all__ = [
     "subtract",
     "sum",
     "take",
+    "take_along_axis",
     "typed_call",
     "where",
     "zeros",

@@ -1,4 +1,5 @@
-"""Ops that join, cut or gather along an axis: concat, split, strided_slice, take.
+"""Ops that join, cut or gather along an axis: concat, split, strided_slice, take,
+take_along_axis.
 
 Each op is an `OpDef` registered on import, plus a constructor that builds and checks the call.
 Extents follow numpy (negative indices, clamping, strides). Imports `ir` only.
@@ -222,6 +223,48 @@ def take(x: Expr, indices: Expr, axis: int | None = None) -> Call:
     return make_call("take", [x, indices], {"axis": axis})
 
 
+# take_along_axis ----------------------------------------------------------------------------
+
+
+def _infer_take_along_axis(call: Call) -> TensorStructInfo:
+    """numpy's take_along_axis: indices of x's rank; `axis` takes the indices' extent, every
+    other dim is x's and the indices' broadcast (one of them 1, or both equal)."""
+    x = tensor_operand(call, 0)
+    idx = tensor_operand(call, 1, "indices")
+    if idx.dtype and not is_int(idx.dtype):
+        fail("take_along_axis", f"expected indices of an integer dtype, got {describe(idx)}")
+    if x.ndim == -1 or idx.ndim == -1:
+        return TensorStructInfo(None, x.dtype, max(x.ndim, idx.ndim))
+    if x.ndim != idx.ndim:
+        fail("take_along_axis", f"expected indices of x's rank {x.ndim}, got {describe(idx)}")
+    a = norm_axis("take_along_axis", attr(call, "axis"), x.ndim)
+    if x.shape is None or idx.shape is None:
+        return TensorStructInfo(None, x.dtype, x.ndim)
+    dims = [idx.shape[a] if i == a else _broadcast(d, idx.shape[i]) for i, d in enumerate(x.shape)]
+    if any(d is None for d in dims):
+        fail(
+            "take_along_axis",
+            f"expected indices that broadcast with x off axis {a}, got {describe(idx)} for "
+            f"{describe(x)}",
+        )
+    return TensorStructInfo(tuple(d for d in dims if d is not None), x.dtype)
+
+
+def _broadcast(a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
+    """numpy's broadcast of one dim pair (None when they cannot broadcast)."""
+    if dims_equal(a, b) or (isinstance(b, IntImm) and b.value == 1):
+        return a
+    if isinstance(a, IntImm) and a.value == 1:
+        return b
+    return None if dims_differ(a, b) else a
+
+
+def take_along_axis(x: Expr, indices: Expr, axis: int) -> Call:
+    """`R.take_along_axis(x, indices, axis)`: out[..., i, ...] = x[..., indices[..., i, ...],
+    ...] along `axis`, as numpy's take_along_axis (indices broadcast off the axis)."""
+    return make_call("take_along_axis", [x, indices], {"axis": axis})
+
+
 _X = OpParam("x", "expr")
 
 register(
@@ -263,5 +306,11 @@ register(
         (_X, OpParam("indices", "expr"), OpParam("axis", "attr", required=False)),
         _infer_take,
         normalize={"axis": as_optional_int},
+    ),
+    OpDef(
+        "take_along_axis",
+        (_X, OpParam("indices", "expr"), OpParam("axis", "attr")),
+        _infer_take_along_axis,
+        normalize={"axis": as_int},
     ),
 )

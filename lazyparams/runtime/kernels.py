@@ -201,6 +201,15 @@ def _take(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     return np.asarray(np.take(x, indices, axis=attrs.get("axis"), mode="raise"))
 
 
+@kernel("take_along_axis")
+def _take_along_axis(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
+    x, indices = ops
+    if np.asarray(indices).dtype.kind not in "iu":
+        raise RuntimeExecError(f"expected integer indices, got {np.asarray(indices).dtype}")
+    x = np.asarray(x)
+    return np.asarray(np.take_along_axis(x, indices, axis=_norm_axis(attrs["axis"], x.ndim)))
+
+
 # Arithmetic ----------------------------------------------------------------------------------
 
 

@@ -28,8 +28,12 @@ ELEMENTWISE = frozenset(
     | {"logical_and", "logical_or"}
 )
 """Element-wise ops of several operands (numpy broadcasting)."""
+GATHERS = frozenset({"take_along_axis"})
+"""Gathers by constant indices (see `gather_split`). They join `UNARY`'s set, which chains
+take as steps, but `step_split` gives them their own rule first."""
 UNARY = frozenset(
     {"astype", "abs", "sign", "sqrt", "sin", "cos", "acos", "exp", "log", "negative", "square"}
+    | GATHERS
 )
 """Element-wise ops of one operand: the result splits as the operand."""
 REDUCTIONS = frozenset({"sum", "max", "min", "mean"})
@@ -50,6 +54,8 @@ def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | 
     split = splits.get(x) if isinstance(x, Var) else None
     if name in ELEMENTWISE:
         return elementwise_split(value, splits, length)
+    if name in GATHERS:
+        return gather_split(value, splits, length)
     if not isinstance(split, int):
         return None
     if name in UNARY:
@@ -68,6 +74,25 @@ def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | 
         channel = value.attrs.get("axis", 0) % _ndim(x)
         return (split, 0) if channel == split else None
     return (0, 0) if split == 0 else None  # quantize_int4: rows are independent
+
+
+def gather_split(call: Call, splits: dict[Var, Split], length: int) -> Split | None:
+    """The split of `take_along_axis(x, indices, axis)` with constant indices: along another
+    axis than x's split, x's split (the indices broadcast along it, or are cut with x's
+    blocks); of an x the blocks take whole, the gathered axis, when the indices hold one entry
+    per index of the chain (each block gathers with its own entries)."""
+    x, indices = call.args
+    if not isinstance(indices, Constant):
+        return None
+    axis: int = call.attrs["axis"]
+    ndim = _ndim(x)
+    split = splits.get(x) if isinstance(x, Var) else None
+    if isinstance(split, int):
+        fits_blocks = const_axis(indices, ndim, split, length) != -2
+        return split if split != axis and fits_blocks else None
+    if isinstance(x, Var) and split is None and const_axis(indices, ndim, axis, length) == axis:
+        return axis
+    return None
 
 
 def _reduced_split(call: Call, split: int) -> int | None:
