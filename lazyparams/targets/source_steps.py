@@ -1,5 +1,6 @@
 """Sources that bring their own first step: a merge configuration's models, a base model with
-LoRA adapters. The engine traces `SPEC(step(params))` over such a source.
+LoRA adapters, a pre-quantized checkpoint. The engine traces `SPEC(step(params))` over such a
+source.
 
 A `SourceStep` maps the source's tensors to a model's (`transform`), describes that model
 without data (`header`: names, shapes, dtypes), gives its folder (config.json, tokenizer) and
@@ -49,10 +50,13 @@ class SourceStep(Protocol):
 STEP_KINDS: dict[str, tuple[str, str]] = {
     "merge_config": ("lazyparams.targets.merge.target", "merge_step"),
     "lora_adapters": ("lazyparams.targets.lora.target", "lora_step"),
+    "path": ("lazyparams.targets.dequantize.target", "dequantize_step"),
 }
 """Each kind of stepped source: the attribute such a source carries, and the module and
 function (`step(source, seed) -> SourceStep | None`) that make its step. A module is imported
-only for a source of its kind, so a plain checkpoint imports none of them."""
+only for a source of its kind, so a merge or LoRA module only for such a source; a checkpoint
+opened from a path may be pre-quantized (its config.json says), so the dequantization's module
+looks at every such one and returns None for a plain one. The first kind present decides."""
 
 
 def source_step(source: Any, seed: int | None = None) -> SourceStep | None:

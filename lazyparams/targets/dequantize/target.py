@@ -1,0 +1,135 @@
+"""Dequantization as the first step of any SPEC: the dequantized model's header, folder and
+side files.
+
+When a checkpoint's folder has a config.json whose `quantization_config` is of a supported
+kind (`io.prequantized`), the engine traces `spec(dequantize(params))`: the SPEC sees each
+weight in float32 under its own name, the scales hidden, and a folder whose config.json no
+longer claims quantization; a folder destination gets that config.json (its dtype set to the
+one written) and the tokenizer files. Imports the io layer, the LoRA and merge targets'
+constants and `scaled`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lazyparams.errors import CheckpointError
+from lazyparams.frontend.tensor import Tensor
+from lazyparams.io.base import Array, TensorInfo
+from lazyparams.io.model_config import CONFIG_NAME, ModelFolder, read_config
+from lazyparams.io.prequantized import KEY, read_quantization
+from lazyparams.io.source_set import SourceSet
+from lazyparams.targets.dequantize.scaled import Dequantization, bind_scaled
+from lazyparams.targets.lora.target import DTYPE_KEYS
+from lazyparams.targets.merge.target import FLOAT_DTYPES, TOKENIZER_FILES
+
+
+def dequantize_step(source: Any, seed: int | None = None) -> DequantizeStep | None:
+    """The dequantization `source` needs (bound and checked) when its folder's config.json
+    claims a quantization, else None (`seed` is not used: nothing is drawn at random)."""
+    path = getattr(source, "path", None)
+    if path is None or isinstance(source, SourceSet):
+        return None
+    folder = ModelFolder.at(Path(path))
+    if folder.config is None:
+        return None
+    scheme = read_quantization(folder.config, folder.config_path)
+    if scheme is None:
+        return None
+    names = reading_order(source.names(), Path(path))
+    infos = {name: source.info(name) for name in names}
+    return DequantizeStep(bind_scaled(scheme, infos, str(path)), folder)
+
+
+def reading_order(names: Sequence[str], path: Path) -> list[str]:
+    """`names` in the order llama.cpp's converter reads a safetensors checkpoint: its shards
+    by file name (as the index names them), each shard's tensors by name. A plain checkpoint
+    of one dtype is in that order already; float8 weights beside their float32 scales are not
+    (a safetensors file lays out wider dtypes first)."""
+    shard: dict[str, str] = {}
+    if path.name.endswith(".index.json"):
+        weight_map = read_config(path).get("weight_map")
+        shard = dict(weight_map) if isinstance(weight_map, dict) else {}
+    return sorted(names, key=lambda name: (str(shard.get(name, "")), name))
+
+
+@dataclass(frozen=True, slots=True)
+class DequantizeStep:
+    """Dequantization as the first step of a SPEC (see `targets.source_steps.SourceStep`)."""
+
+    dequantization: Dequantization
+    source_folder: ModelFolder
+
+    @property
+    def name(self) -> str:
+        """How reports name the step."""
+        return f"{self.dequantization.scheme.method} dequantization"
+
+    def transform(self, params: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """The dequantized tensors."""
+        return self.dequantization.transform(params)
+
+    def header(self) -> DequantizedHeader:
+        """The dequantized model's tensors, without data."""
+        return DequantizedHeader(self.dequantization.infos, str(self.source_folder.path))
+
+    def folder(self) -> ModelFolder:
+        """The checkpoint's folder, config.json without its quantization_config."""
+        config = self.source_folder.config
+        assert config is not None  # a step is made only for a folder whose config claims one
+        updated = {key: value for key, value in config.items() if key != KEY}
+        return ModelFolder(self.source_folder.path, updated, self.source_folder.source)
+
+    def side_files(self, outputs: Sequence[TensorInfo]) -> dict[str, bytes]:
+        """config.json (no quantization_config, the dtype written) and the tokenizer files."""
+        folder = self.folder()
+        files = {
+            name: (folder.path / name).read_bytes()
+            for name in TOKENIZER_FILES
+            if (folder.path / name).is_file()
+        }
+        assert folder.config is not None
+        config = written_dtype(folder.config, outputs)
+        files[CONFIG_NAME] = (json.dumps(config, indent=2) + "\n").encode()
+        return files
+
+
+@dataclass(frozen=True, slots=True)
+class DequantizedHeader:
+    """The dequantized model as a header: what a SPEC after the step is traced against."""
+
+    infos: Mapping[str, TensorInfo]
+    path: str
+
+    def names(self) -> list[str]:
+        """The checkpoint's tensor names, in its order, scales left out."""
+        return list(self.infos)
+
+    def info(self, name: str) -> TensorInfo:
+        """Shape and dtype of a dequantized tensor (float32 for a scaled weight)."""
+        found = self.infos.get(name)
+        if found is None:
+            raise CheckpointError(f"{self.path}: the dequantized model has no tensor {name!r}")
+        return found
+
+    def load(self, name: str) -> Array:
+        """Never called: a dequantized tensor exists only inside the traced step."""
+        raise CheckpointError(f"{self.path}: dequantized tensor {name!r} is computed, not loaded")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def written_dtype(config: Mapping[str, Any], outputs: Sequence[TensorInfo]) -> dict[str, Any]:
+    """`config` with its dtype key set to the float dtype the outputs are written in, when
+    they are all in one (cast:bfloat16 writes bfloat16 throughout)."""
+    updated = dict(config)
+    written = {o.dtype for o in outputs if o.dtype in FLOAT_DTYPES}
+    if len(written) == 1:
+        for key in [key for key in DTYPE_KEYS if key in updated] or [DTYPE_KEYS[0]]:
+            updated[key] = next(iter(written))
+    return updated
