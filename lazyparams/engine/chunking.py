@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lazyparams.analysis.memory import MemoryProfile, estimate_peak_memory
 from lazyparams.engine.compile import FUNC, function_of, names_of
 from lazyparams.io import CheckpointSource, TensorInfo
-from lazyparams.io.partial import accepts_rows, load_cols, load_rows
+from lazyparams.io.partial import accepts_rows, flat_block, flat_info, load_cols, load_rows
 from lazyparams.ir import Call, ExternFunc, Function, IRModule, PrimValue, StructInfo
 from lazyparams.ir.prim import IntImm
 from lazyparams.transform.chunk_chains import Chain, find_chains
@@ -112,7 +112,8 @@ def row_externs(
     """
     func = function_of(module)
     inputs, outputs = names_of(func, "input_names"), names_of(func, "output_names")
-    rows = {info.name: info.shape[0] for info in infos if info.shape}
+    by_name = {info.name: info for info in infos if info.shape}
+    rows = {name: flat_info(info).shape[0] for name, info in by_name.items()}
 
     def reader(load: Callable[[CheckpointSource, str, int, int], Any]) -> Callable[..., Any]:
         def get_item_block(index: int, start: int, stop: int) -> Any:
@@ -127,7 +128,9 @@ def row_externs(
     def set_item_rows(index: int, start: int, block: Any) -> None:
         name = outputs[int(index)]
         output.write_rows(name, int(start), block)
-        last = int(start) + len(block) == rows.get(name)
+        info = by_name.get(name)
+        first, flat = (int(start), block) if info is None else flat_block(info, int(start), block)
+        last = int(first) + len(flat) == rows.get(name)  # type: ignore[call-overload]
         counter.wrote(name, int(block.nbytes), int(last))
 
     return {GET_ROWS: reader(load_rows), GET_COLS: reader(load_cols), SET_ROWS: set_item_rows}

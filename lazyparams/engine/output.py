@@ -33,7 +33,7 @@ from lazyparams.engine.staged import open_work_file
 from lazyparams.errors import CheckpointError, ConvertError, OutputError
 from lazyparams.io import CheckpointSink, TensorInfo, plan_shards
 from lazyparams.io.filemap import BackgroundSync, write_array_at
-from lazyparams.io.partial import RowLedger, accepts_rows, rows_offset
+from lazyparams.io.partial import RowLedger, accepts_rows, flat_info, rows_offset
 from lazyparams.io.safetensors_format import build_header
 from lazyparams.io.safetensors_sink import ShardPlan, index_json
 from lazyparams.io.staging import fsync_path
@@ -202,10 +202,10 @@ class StagedSafetensors:
     def write_rows(self, name: str, start: int, block: Any) -> None:
         """Write rows of a declared output at their offset; once its last rows are there,
         sync and journal it (a resume rewrites an output whose rows were not all written)."""
-        rows = self._rows.claim(name, start, block)
+        first, rows = self._rows.claim(name, start, block)
         fd, offset = self._where[name]
         try:
-            write_array_at(fd, rows, offset + rows_offset(self.infos[name], int(start)))
+            write_array_at(fd, rows, offset + rows_offset(flat_info(self.infos[name]), first))
             if self._rows.stored(name, rows.shape[0]):
                 self._record(fd, name)
         except OSError as err:

@@ -19,7 +19,7 @@ from lazyparams.errors import CheckpointError
 from lazyparams.io import CheckpointSource, SafetensorsSource, TensorInfo, check_declared
 from lazyparams.io.filemap import write_array_at
 from lazyparams.io.output_formats import Writer
-from lazyparams.io.partial import rows_offset
+from lazyparams.io.partial import flat_block, flat_info, rows_offset
 from lazyparams.io.source_formats import source_files
 from lazyparams.ir import IRModule
 
@@ -53,8 +53,11 @@ class OffsetOutput:
         write_array_at(fd, array, offset)
 
     def write_rows(self, name: str, start: int, block: Any) -> None:
+        info = self.infos[name]
+        first, rows = flat_block(info, int(start), block)
+        assert isinstance(first, int)
         fd, offset = self._fd(name)
-        write_array_at(fd, block, offset + rows_offset(self.infos[name], int(start)))
+        write_array_at(fd, rows, offset + rows_offset(flat_info(info), first))
 
     def finalize(self) -> None:
         """Sync every file written, so the client may journal the part as done."""

@@ -32,7 +32,7 @@ from lazyparams.io import TensorInfo
 from lazyparams.io.filemap import BackgroundSync, write_array_at
 from lazyparams.io.npy_format import stored_form
 from lazyparams.io.output_layout import FOLDER, Layout, Slot
-from lazyparams.io.partial import RowLedger, rows_offset
+from lazyparams.io.partial import RowLedger, flat_info, rows_offset
 from lazyparams.io.staging import fsync_path
 
 DATA_DIR = "data"
@@ -110,10 +110,10 @@ class StagedFiles:
     def write_rows(self, name: str, start: int, block: Any) -> None:
         """Write rows of a declared output; once its last rows are there, journal it (its CRC
         read back from the file, as blocks may arrive in any order)."""
-        rows = self._rows.claim(name, start, block)
+        first, rows = self._rows.claim(name, start, block)
         slot = self.layout.slots[name]
         fd = self._fds[slot.file]
-        at = slot.data_at + rows_offset(self.infos[name], int(start))
+        at = slot.data_at + rows_offset(flat_info(self.infos[name]), first)
 
         def put() -> None:
             write_array_at(fd, self._stored(name, rows), at)

@@ -235,8 +235,8 @@ class SinkBase:
         as written once all its rows have arrived, each exactly once.
         """
         self._require_open()
-        block = self._rows.claim(name, start, array)
-        self._store_rows(name, int(start), block)
+        first, block = self._rows.claim(name, start, array)
+        self._store_rows(name, first, block)
         if self._rows.stored(name, block.shape[0]):
             self._finish_rows(name)
             with self._lock:
@@ -323,6 +323,7 @@ class SinkBase:
         raise NotImplementedError
 
     def _store_rows(self, name: str, start: int, block: Array) -> None:
+        """Store `block` as rows from `start` of the tensor's `flat_info` (the ledger's form)."""
         raise NotImplementedError
 
     def _finish_rows(self, name: str) -> None:

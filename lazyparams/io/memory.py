@@ -56,7 +56,8 @@ class DictSink(SinkBase):
                 info = self.infos[name]
                 self._partial[name] = np.empty(info.shape, numpy_dtype(info.dtype))
             target = self._partial[name]
-        target[start : start + block.shape[0]] = block
+        rows = target.reshape(-1, target.shape[-1]) if target.ndim >= 3 else target
+        rows[start : start + block.shape[0]] = block  # rows of the flat view: a view of target
 
     def _finish_rows(self, name: str) -> None:
         self._arrays[name] = self._partial.pop(name)

@@ -25,7 +25,7 @@ from lazyparams.io.dtypes import EXTENSION_DTYPES, is_block
 from lazyparams.io.filemap import write_array_at
 from lazyparams.io.npy_format import DTYPES_FILE, dtype_comment, npy_header, stored_form
 from lazyparams.io.output_names import check_file_names, check_member_names
-from lazyparams.io.partial import rows_offset
+from lazyparams.io.partial import flat_info, rows_offset
 from lazyparams.io.staging import Staging
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed member timestamps keep archives reproducible
@@ -86,7 +86,7 @@ class NpzSink(SinkBase):
                 folder = Path(self.path).parent
                 self._staged[name] = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115
             fd = self._staged[name].fileno()
-        write_array_at(fd, stored_form(block, info.dtype), rows_offset(info, start))
+        write_array_at(fd, stored_form(block, info.dtype), rows_offset(flat_info(info), start))
 
     def _finish_rows(self, name: str) -> None:
         assert self._zip is not None
@@ -155,7 +155,7 @@ class NpyFolderSink(SinkBase):
         fd = os.open(self._temps[name], os.O_WRONLY)
         try:
             os.pwrite(fd, header, 0)  # every block writes the same header: arrival order is free
-            at = len(header) + rows_offset(info, start)
+            at = len(header) + rows_offset(flat_info(info), start)
             write_array_at(fd, stored_form(block, info.dtype), at)
         finally:
             os.close(fd)

@@ -33,6 +33,37 @@ def row_nbytes(info: TensorInfo) -> int:
     return info.nbytes // info.shape[0] if info.shape and info.shape[0] else 0
 
 
+def flat_info(info: TensorInfo) -> TensorInfo:
+    """`info` seen as the rows blocks are written in: a tensor of three or more axes as
+    [prod(shape[:-1]), shape[-1]], so that a block may hold part of one index of its first axis
+    (some rows of one expert of a stacked tensor); a tensor of one or two axes as it is."""
+    from dataclasses import replace
+    from math import prod
+
+    if len(info.shape) < 3:
+        return info
+    return replace(info, shape=(prod(info.shape[:-1]), info.shape[-1]))
+
+
+def flat_block(info: TensorInfo, start: object, block: Array) -> tuple[object, Array]:
+    """`(start, block)` as rows of `flat_info(info)`. A block of rank r holds rows of the tensor
+    with its first n - r + 1 axes merged (full rank: rows of axis 0; rank 2: rows of the last
+    axis), `start` counting those rows. A block that fits no such view is returned as it is,
+    for the ledger's check to refuse by name."""
+    from math import prod
+
+    import numpy as np
+
+    n, r = len(info.shape), np.ndim(block)
+    if n < 3 or not 2 <= r <= n or isinstance(start, bool):
+        return start, block
+    trailing = storage_shape(info.dtype, info.shape)[n - r + 1 :]
+    if tuple(np.shape(block)[1:]) != trailing or not isinstance(start, int | np.integer):
+        return start, block
+    merged = prod(info.shape[n - r + 1 : -1])
+    return int(start) * merged, np.reshape(block, (-1, trailing[-1]))
+
+
 def check_rows(info: TensorInfo, start: object, stop: object, where: str) -> tuple[int, int]:
     """`(start, stop)` as ints, checked to be a non-empty row range of the tensor."""
     if not info.shape:
@@ -177,9 +208,10 @@ class RowLedger:
         return name in self._rows
 
     def progress(self, name: str) -> tuple[int, int] | None:
-        """(rows stored, rows in all) of a tensor written in part, or None."""
+        """(rows stored, rows in all) of a tensor written in part, or None (rows of its
+        `flat_info`)."""
         rows = self._rows.get(name)
-        return None if rows is None else (rows.stored, self.infos[name].shape[0])
+        return None if rows is None else (rows.stored, flat_info(self.infos[name]).shape[0])
 
     def claim_whole(self, name: str, array: object, busy: set[str]) -> None:
         """Validate a whole tensor against its declaration and add it to `busy` (the names
@@ -192,13 +224,17 @@ class RowLedger:
                 raise CheckpointError(f"{self.path}: tensor {name!r} was written twice")
             busy.add(name)
 
-    def claim(self, name: str, start: object, array: Array) -> Array:
-        """Validate a block of rows and reserve its range; returns it in native byte order."""
+    def claim(self, name: str, start: object, array: Array) -> tuple[int, Array]:
+        """Validate a block of rows and reserve its range; returns its first row and the
+        block in native byte order, both as rows of the tensor's `flat_info` (see
+        `flat_block`), which is where `rows_offset` of that info places them."""
         import numpy as np
 
         from lazyparams.io.base import declared_info  # base builds on this module
 
-        info = declared_info(self.path, self.infos, name)
+        declared = declared_info(self.path, self.infos, name)
+        info = flat_info(declared)
+        start, array = flat_block(declared, start, np.asarray(array))
         block = _as_block(np.asarray(array), info, self.path)
         first, end = check_rows(info, start, _stop(start, block), self.path)
         with self._lock:
@@ -214,14 +250,14 @@ class RowLedger:
                 )
             rows.starts.insert(at, first)
             rows.stops.insert(at, end)
-        return block
+        return first, block
 
     def stored(self, name: str, count: int) -> bool:
         """Record `count` more rows of `name` stored; True when that completes the tensor."""
         with self._lock:
             rows = self._rows[name]
             rows.stored += count
-            if rows.stored < self.infos[name].shape[0]:
+            if rows.stored < flat_info(self.infos[name]).shape[0]:
                 return False
             del self._rows[name]
             return True
@@ -273,6 +309,8 @@ __all__ = [
     "accepts_rows",
     "check_cols",
     "check_rows",
+    "flat_block",
+    "flat_info",
     "gather_cols",
     "load_cols",
     "load_rows",

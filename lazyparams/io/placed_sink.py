@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lazyparams.io.base import Array, SinkBase, TensorInfo
 from lazyparams.io.filemap import write_array_at
-from lazyparams.io.partial import rows_offset
+from lazyparams.io.partial import flat_info, rows_offset
 from lazyparams.io.staging import Staging
 
 
@@ -39,7 +39,7 @@ class PlacedSink(SinkBase):
 
     def _store_rows(self, name: str, start: int, block: Array) -> None:
         fd, offset = self._where[name]
-        write_array_at(fd, block, offset + rows_offset(self.infos[name], start))
+        write_array_at(fd, block, offset + rows_offset(flat_info(self.infos[name]), start))
 
     def _commit(self) -> None:
         self._close_fds()

@@ -57,6 +57,10 @@ whole right operand of a matmul whose rows come from the chain)."""
 STEP_OPS = ELEMENTWISE | UNARY | REDUCTIONS | BLOCK_STEPS | JOINS
 STEP_OPS |= {"permute_dims", "quantize_int8", "quantize_int4"}
 STEP_OPS |= {"layout_cast"}  # of one tensor (no join): a permutation and a cast
+SET_ROWS = "set_item_rows"
+"""`set_item_rows(j, start, block)`: write `block` as rows [start, start + len) of output j
+(rows of its flat view when the block has fewer axes: see `io.partial.flat_block`). A chain
+may end in one, from the rows at `start` on (a part of a streamed concatenation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +310,8 @@ class _Finder:
             return "kill"
         if isinstance(value, Call) and _calls(value, self.fset_item):
             return "store" if _store_index(value) is not None else None
+        if isinstance(value, Call) and _calls(value, SET_ROWS):
+            return "store" if store_offset(value) is not None else None
         if not isinstance(binding, VarBinding):
             return None
         if isinstance(value, TupleGetItem | Var):
@@ -355,6 +361,24 @@ def _calls(call: Call, name: str) -> bool:
     return isinstance(call.op, ExternFunc) and call.op.global_symbol == name
 
 
+def store_offset(call: Call) -> int | None:
+    """The first row a chain's store writes: 0 for `set_item(j, v)`, `start` for
+    `set_item_rows(j, start, v)` of a var at constant indices; None for anything else."""
+    if len(call.args) == 2:
+        return 0 if _store_index(call) is not None else None
+    index, start, value = call.args if len(call.args) == 3 else (None, None, None)
+    if not isinstance(value, Var) or not all(_int_of(a) is not None for a in (index, start)):
+        return None
+    return _int_of(start)
+
+
+def _int_of(expr: object) -> int | None:
+    """The value of a constant int prim value, else None."""
+    if isinstance(expr, PrimValue) and isinstance(expr.value, IntImm):
+        return expr.value.value
+    return None
+
+
 def _store_index(call: Call) -> int | None:
     """The output index of a `set_item(j, value)` hand-off of a var, else None."""
     if len(call.args) != 2 or not isinstance(call.args[1], Var):
@@ -390,8 +414,8 @@ def _split(
         value = binding.value
         if binding in loaded or is_kill(value):
             continue
-        if isinstance(value, Call) and _calls(value, fset_item):
-            if splits.get(value.args[1]) != 0:  # type: ignore[call-overload]
+        if isinstance(value, Call) and (_calls(value, fset_item) or _calls(value, SET_ROWS)):
+            if splits.get(value.args[-1]) != 0:  # type: ignore[call-overload]
                 return None
             continue
         split = step_split(value, splits, shape[axis])

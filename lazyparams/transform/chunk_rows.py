@@ -49,7 +49,7 @@ from lazyparams.ir import (
 )
 from lazyparams.ir.struct_info import tensor
 from lazyparams.transform.base import NamedFunctionPass
-from lazyparams.transform.chunk_chains import Chain, find_chains
+from lazyparams.transform.chunk_chains import SET_ROWS, Chain, find_chains, store_offset
 from lazyparams.transform.chunk_phases import Phase
 from lazyparams.transform.chunk_splits import Split, const_axis
 from lazyparams.transform.kill_plan import insert_kills, plan_kills
@@ -59,8 +59,6 @@ GET_ROWS = "get_item_rows"
 """`get_item_rows(i, start, stop)`: rows [start, stop) of input i."""
 GET_COLS = "get_item_cols"
 """`get_item_cols(i, start, stop)`: columns [start, stop) of the 2-D input i, contiguous."""
-SET_ROWS = "set_item_rows"
-"""`set_item_rows(j, start, block)`: write `block` as rows [start, start + len) of output j."""
 MAX_CHUNKS = 256
 """Blocks per chain at most: finer blocks would cost more in bindings than they save."""
 
@@ -210,9 +208,12 @@ def _emit_block(
             block_value = _block_value(value, remap, chain, binding.var, (start, stop))
             remap[binding.var] = bb.emit(block_value, binding.var.name_hint)
             continue
-        assert isinstance(value, Call) and isinstance(value.args[1], Var)
+        assert isinstance(value, Call) and isinstance(value.args[-1], Var)
+        first = store_offset(value)
+        assert first is not None
         store = packed_call(
-            ExternFunc(SET_ROWS), [value.args[0], prim_value(start), remap[value.args[1]]]
+            ExternFunc(SET_ROWS),
+            [value.args[0], prim_value(first + start), remap[value.args[-1]]],
         )
         if stop == chain.length:  # the last block's receipt stands for the whole output
             bb.emit_binding(VarBinding(binding.var, store))

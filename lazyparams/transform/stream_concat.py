@@ -9,8 +9,13 @@ right after the part is made and writes the part's rows at their place:
 `set_item_rows(j, offset, y_k)`; the last part's hand-off keeps the var of the original
 `set_item`. The concatenation and every value the size of the whole are gone, so the peak
 holds one part (say one expert) instead of all of them, and the estimate sees it exactly.
+
+A stack (every part `expand_dims(x, axis=0)`, every step one that works on any rank) runs its
+steps on each x itself and writes x's rows as rows of the output's flat view
+([experts * rows, columns], see `io.partial.flat_block`): each part is then an ordinary chain
+from a load to a row store, which `ChunkRows` splits into blocks of the expert's own rows.
 A stream whose values are read elsewhere, live in a dataflow block or take an operand made
-after its first part is left as it was. Imports `ir`, `op` and `analysis`.
+after its first part is left as it was. Imports `ir`, `analysis` and the chunker's modules.
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ from lazyparams.ir import (
     Binding,
     BlockBuilder,
     Call,
+    Constant,
     DataflowBlock,
     Expr,
     ExternFunc,
     Function,
+    Op,
+    PrimValue,
     SeqExpr,
     StructInfo,
     TensorStructInfo,
@@ -41,7 +49,7 @@ from lazyparams.ir import (
 )
 from lazyparams.transform.base import NamedFunctionPass
 from lazyparams.transform.chunk_rows import SET_ROWS, block_const
-from lazyparams.transform.chunk_splits import fits, step_split
+from lazyparams.transform.chunk_splits import BLOCK_STEPS, ELEMENTWISE, UNARY, fits, step_split
 from lazyparams.transform.kill_plan import insert_kills, plan_kills
 from lazyparams.transform.util import HANDOFF, is_handoff, is_op_call, packed_call
 
@@ -61,6 +69,11 @@ class Stream:
     offsets: tuple[int, ...]
     steps: tuple[Binding, ...]
     dropped: frozenset[Binding]
+    stacked: tuple[Var, ...] = ()
+    """When every part is `expand_dims(x, axis=0)` of a tensor of two or more axes (a stack)
+    and every step works on any rank: each part's x. The steps then run on x itself and its
+    rows are written as rows of the output's flat view (see `io.partial.flat_block`), so that
+    `ChunkRows` can split each part into blocks of its own rows."""
 
 
 class StreamConcat(NamedFunctionPass):
@@ -113,6 +126,7 @@ class _Finder:
     def __init__(self, func: Function, bindings: list[Binding], fset_item: str) -> None:
         self.fset_item = fset_item
         self.position = {b.var: i for i, b in enumerate(bindings)}
+        self.definition = {b.var: b for b in bindings}
         self.readers: dict[Var, list[Binding]] = {}
         self.kills: dict[Var, list[Binding]] = {}
         for binding in bindings:
@@ -136,7 +150,30 @@ class _Finder:
         values = [binding.var, *(s.var for s in steps)]
         dropped = {binding, *steps}
         dropped.update(k for var in (*values, *parts) for k in self.kills.get(var, ()))
-        return Stream(binding, parts, _offsets(parts), tuple(steps), frozenset(dropped))
+        stacked = self._stacked(binding.var, parts, steps)
+        dropped.update(self.definition[p] for p in parts if stacked)
+        offsets = _offsets(parts)
+        return Stream(binding, parts, offsets, tuple(steps), frozenset(dropped), stacked)
+
+    def _stacked(
+        self, start: Var, parts: Sequence[Var], steps: Sequence[Binding]
+    ) -> tuple[Var, ...]:
+        """Each part's stacked tensor, when the stream is a stack that can run without its
+        new axis (see `Stream.stacked`), else ()."""
+        stacked = []
+        for part in parts:
+            value = self.definition[part].value
+            if not is_op_call(value, "expand_dims"):
+                return ()
+            assert isinstance(value, Call)
+            x = value.args[0]
+            if value.attrs.get("axis") not in (0, [0]) or not isinstance(x, Var):
+                return ()
+            if len(_shape(x)) < 2:
+                return ()
+            stacked.append(x)
+        values = {start, *(step.var for step in steps)}
+        return tuple(stacked) if all(_any_rank(s.value, values) for s in steps) else ()
 
     def _parts(self, binding: Binding) -> tuple[Var, ...] | None:
         """The parts of a concatenation along axis 0 that only it reads, or None."""
@@ -212,11 +249,36 @@ def _operands(value: object) -> list[Var]:
     return found
 
 
+ANY_RANK = ELEMENTWISE | UNARY | BLOCK_STEPS
+"""Steps that compute the same on a part with or without its leading axis of size 1 (given
+constant operands without it)."""
+
+
+def _any_rank(value: Expr, values: set[Var]) -> bool:
+    """Whether a stream's step runs the same on its parts without their new axis: a hand-off,
+    or a step of `ANY_RANK` whose operands are the stream's values and constants."""
+    if not isinstance(value, Call):
+        return isinstance(value, Var)
+    if isinstance(value.op, ExternFunc):
+        return True  # a hand-off (the only extern a stream holds)
+    if not isinstance(value.op, Op) or value.op.name not in ANY_RANK:
+        return False
+    return all(isinstance(a, Constant | PrimValue) or a in values for a in value.args)
+
+
 def _along_rows(split: object) -> bool:
     """Whether a value (or every field of a tuple) splits along axis 0."""
     if isinstance(split, tuple):
         return all(_along_rows(s) for s in split)
     return split == 0
+
+
+def _shape(var: Var) -> tuple[int, ...]:
+    """The static shape of a tensor var (() for anything else)."""
+    sinfo = struct_info_of(var)
+    if isinstance(sinfo, TensorStructInfo) and sinfo.static_shape is not None:
+        return tuple(sinfo.static_shape)
+    return ()
 
 
 def _static(var: Var) -> bool:
@@ -262,11 +324,11 @@ def _rewrite(func: Function, streams: Sequence[Stream]) -> tuple[Function, list[
 def _emit_part(bb: BlockBuilder, stream: Stream, index: int) -> list[Var]:
     """Emit the stream's steps on part `index` and write its rows; returns the new vars."""
     part, start = stream.parts[index], stream.offsets[index]
-    sinfo = struct_info_of(part)
-    assert isinstance(sinfo, TensorStructInfo) and sinfo.static_shape is not None
-    bounds = (start, start + sinfo.static_shape[0])
-    total = _rows(stream.concat.var)
-    remap: dict[Var, Var] = {stream.concat.var: part}
+    bounds = (start, start + _shape(part)[0])
+    squeeze = bool(stream.stacked)
+    source = stream.stacked[index] if squeeze else part
+    first = start * _shape(source)[0] if squeeze else start  # a row of the flat view
+    remap: dict[Var, Var] = {stream.concat.var: source}
     last = index == len(stream.parts) - 1
     for binding in stream.steps:
         value = binding.value
@@ -274,22 +336,23 @@ def _emit_part(bb: BlockBuilder, stream: Stream, index: int) -> list[Var]:
             given = value.args[1]
             assert isinstance(given, Var)
             store = packed_call(
-                ExternFunc(SET_ROWS), [value.args[0], prim_value(start), remap[given]]
+                ExternFunc(SET_ROWS), [value.args[0], prim_value(first), remap[given]]
             )
             if last:  # the last part's receipt stands for the whole output
                 bb.emit_binding(VarBinding(binding.var, store))
             else:
                 bb.emit(store, "lv")
             continue
-        remap[binding.var] = bb.emit(_on_part(value, remap, binding.var, total, bounds), "part")
-    return [v for v in remap.values() if v is not part]
+        step = _on_part(value, remap, binding.var, bounds, squeeze)
+        remap[binding.var] = bb.emit(step, "part")
+    return [v for v in remap.values() if v is not source]
 
 
 def _on_part(
-    value: Expr, remap: dict[Var, Var], var: Var, total: int, bounds: tuple[int, int]
+    value: Expr, remap: dict[Var, Var], var: Var, bounds: tuple[int, int], squeeze: bool
 ) -> Expr:
     """A step on one part: the stream's values replaced by the part's, constants that vary
-    along the rows cut to the part's."""
+    along the rows cut to the part's (and, for a squeezed stack, without its new axis)."""
     if isinstance(value, Var):
         return remap[value]
     if isinstance(value, TupleGetItem):
@@ -297,14 +360,21 @@ def _on_part(
         return TupleGetItem(remap[value.tuple_value], value.index)
     assert isinstance(value, Call)
     out = struct_info_of(var)
-    args = tuple(
-        remap.get(a, a) if isinstance(a, Var) else block_const(a, out, 0, total, bounds)
-        for a in value.args
-    )
-    return Call(value.op, args, value.attrs, value.sinfo_args)
+    assert isinstance(out, TensorStructInfo) and out.static_shape is not None
+    args = []
+    for arg in value.args:
+        if isinstance(arg, Var):
+            args.append(remap.get(arg, arg))
+            continue
+        cut = block_const(arg, out, 0, out.static_shape[0], bounds)
+        args.append(_squeezed(cut, out.ndim) if squeeze else cut)
+    return Call(value.op, tuple(args), value.attrs, value.sinfo_args)
 
 
-def _rows(var: Var) -> int:
-    sinfo = struct_info_of(var)
-    assert isinstance(sinfo, TensorStructInfo) and sinfo.static_shape is not None
-    return sinfo.static_shape[0]
+def _squeezed(arg: Expr, ndim: int) -> Expr:
+    """A constant operand of a stack's step without the stack's axis (its first, of size 1
+    once cut to the part) where it has as many axes as the step's result."""
+    if isinstance(arg, Constant) and arg.data.ndim == ndim:
+        assert arg.data.shape[0] == 1
+        return Constant(arg.data[0])
+    return arg

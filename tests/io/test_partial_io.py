@@ -227,6 +227,49 @@ def test_rows_in_any_order_make_the_same_bytes_as_whole_writes(
     assert tree_bytes(tmp_path / "rows") == tree_bytes(tmp_path / "whole")
 
 
+@pytest.mark.parametrize("kind", sorted(SINKS))
+def test_rows_of_a_stack_s_flat_view_make_the_same_bytes(
+    tmp_path: Path, kind: str, assert_same: Check
+) -> None:
+    """A 3-D tensor written as blocks of rows of its last axis (part of one index of its
+    first axis each, as the compiler writes a stacked expert's rows) and as whole indices."""
+    stack = np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8)
+    tensors = {"stack": stack, "other": stack[1:].copy()}
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "rows").mkdir()
+    make = SINKS[kind][0]
+    with make(tmp_path / "whole", infos_of(tensors)) as whole:
+        for name, array in tensors.items():
+            whole.write(name, array)
+    with make(tmp_path / "rows", infos_of(tensors)) as rows:
+        flat = stack.reshape(24, 8)
+        for start in (20, 0, 8, 4, 16, 12):  # rows of 4 across the experts' bounds
+            rows.write_rows("stack", start, flat[start : start + 4])  # type: ignore[attr-defined]
+        rows.write_rows("other", 1, tensors["other"][1:])  # type: ignore[attr-defined]
+        rows.write_rows("other", 0, tensors["other"][0].reshape(6, 8))  # type: ignore[attr-defined]
+    if isinstance(rows, DictSink):
+        for name, want in tensors.items():
+            assert_same(rows.tensors[name], want)
+        return
+    assert tree_bytes(tmp_path / "rows") == tree_bytes(tmp_path / "whole")
+
+
+def test_flat_rows_that_overlap_whole_indices_or_fit_no_view_are_refused(tmp_path: Path) -> None:
+    infos = [TensorInfo.of("stack", (2, 3, 4), "float32")]
+    with (
+        pytest.raises(CheckpointError, match=r"rows \[3, 4\) were written twice"),
+        open_sink(tmp_path / "a.safetensors", infos) as sink,
+    ):
+        sink.write_rows("stack", 1, np.zeros((1, 3, 4), np.float32))  # type: ignore[attr-defined]
+        sink.write_rows("stack", 3, np.zeros((1, 4), np.float32))  # type: ignore[attr-defined]
+    with (
+        pytest.raises(CheckpointError, match=r"expected rows float32\[n, 4\], got"),
+        open_sink(tmp_path / "b.safetensors", infos) as sink,
+    ):
+        sink.write_rows("stack", 0, np.zeros((2, 6), np.float32))  # type: ignore[attr-defined]
+    assert files_under(tmp_path) == []
+
+
 def test_rows_and_whole_tensors_mix_in_one_sink(tmp_path: Path, assert_same: Check) -> None:
     tensors = {"a": np.arange(6, dtype=np.int16).reshape(3, 2), "b": np.ones(4, np.float32)}
     with open_sink(tmp_path / "m.safetensors", infos_of(tensors)) as sink:
@@ -360,14 +403,23 @@ def test_the_ledger_reports_completion_once_every_row_is_stored() -> None:
     info = TensorInfo.of("w", (5, 2), "int8")
     written: set[str] = set()
     ledger = RowLedger("<here>", {"w": info}, written.__contains__)
-    block = ledger.claim("w", 3, np.zeros((2, 2), np.int8).astype(">i1"))
-    assert block.dtype.isnative
+    first, block = ledger.claim("w", 3, np.zeros((2, 2), np.int8).astype(">i1"))
+    assert first == 3 and block.dtype.isnative
     assert ledger.started("w") and ledger.progress("w") == (0, 5)
     assert not ledger.stored("w", 2)
     ledger.claim("w", 0, np.zeros((3, 2), np.int8))
     assert ledger.missing_message("w") == "tensor 'w' got only 2 of its 5 rows"
     assert ledger.stored("w", 3)
     assert not ledger.started("w") and ledger.progress("w") is None
+
+
+def test_the_ledger_counts_a_stack_in_rows_of_its_last_axis() -> None:
+    ledger = RowLedger("<here>", {"s": TensorInfo.of("s", (2, 3, 4), "int8")}, set().__contains__)
+    first, block = ledger.claim("s", 1, np.zeros((1, 3, 4), np.int8))  # all of index 1
+    assert (first, block.shape) == (3, (3, 4)) and ledger.progress("s") == (0, 6)
+    assert not ledger.stored("s", 3)
+    assert ledger.claim("s", 1, np.zeros((2, 4), np.int8))[0] == 1  # rows 1-2 of index 0
+    assert ledger.missing_message("s") == "tensor 's' got only 3 of its 6 rows"
 
 
 def test_only_sinks_with_write_rows_take_rows() -> None:
