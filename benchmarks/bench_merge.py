@@ -174,7 +174,7 @@ def random_bf16(rng: np.random.Generator, count: int, norm: bool) -> np.ndarray:
     return (bits & np.uint16(0x80FF)) | np.uint16(0x3C00)
 
 
-def _safetensors_header(entries: Sequence[tuple[str, tuple[int, ...]]]) -> bytes:
+def safetensors_header(entries: Sequence[tuple[str, tuple[int, ...]]]) -> bytes:
     """A safetensors header (length prefix included, padded to 8 bytes) for bfloat16 tensors
     laid out in order."""
     header: dict[str, object] = {"__metadata__": {"format": "pt"}}
@@ -272,7 +272,7 @@ def write_checkpoint(folder: Path, shape: LlamaShape, seed: int) -> Path:
     weight_map = {}
     for file_name, entries in zip(names, shards, strict=True):
         with open(folder / file_name, "wb") as out:
-            out.write(_safetensors_header(entries))
+            out.write(safetensors_header(entries))
             for name, dims in entries:
                 weight_map[name] = file_name
                 rows = dims[0]
