@@ -361,7 +361,7 @@ def _on_part(
     assert isinstance(value, Call)
     out = struct_info_of(var)
     assert isinstance(out, TensorStructInfo) and out.static_shape is not None
-    args = []
+    args: list[Expr] = []
     for arg in value.args:
         if isinstance(arg, Var):
             args.append(remap.get(arg, arg))
