@@ -60,6 +60,18 @@ AFTER_ROPE: tuple[HParam, ...] = (
     HParam("expert_used_count", ("num_experts_per_tok", "num_experts_per_token", "top_k_experts")),
     HParam("expert_group_count", ("n_group",)),
     HParam("expert_group_used_count", ("topk_group",)),
+    HParam(
+        "expert_gating_func",
+        (
+            "score_function",
+            "scoring_func",
+            "score_func",
+            "moe_router_activation",
+            "moe_router_activation_func",
+            "expert_selection_fn",
+        ),
+        choices=(("softmax", 1), ("sigmoid", 2), ("sqrtsoftplus", 4)),
+    ),
     HParam("attention.key_length", ("head_dim",)),
     HParam("attention.value_length", ("head_dim",)),
 )

@@ -73,6 +73,8 @@ def model_hparams(
 ) -> dict[str, GGUFValue]:
     """The `{arch}.*` hyperparameters and `general.file_type`, in llama.cpp's order."""
     name = arch.gguf_arch
+    if arch.config_hook is not None:
+        config = arch.config_hook(config)
     out: dict[str, GGUFValue] = {}
     out.update(_params(name, COMMON, config, config_path))
     if config.get("is_causal") is False:
@@ -85,6 +87,12 @@ def model_hparams(
     out["general.file_type"] = typed("UINT32", file_type)
     for extra in arch.extra_hparams:
         out[f"{name}.{extra}"] = typed("UINT32", _extra(extra, config, config_path))
+    out.update(_params(name, arch.own_hparams, config, config_path))
+    if arch.hparams_hook is not None:
+        # a key written before (key_length from head_dim) is overwritten in its place, as
+        # gguf-py's writer does when a converter sets it twice
+        for key, kind, value in arch.hparams_hook(config, config_path):
+            out[f"{name}.{key}"] = typed(kind, value)
     out["general.quantization_version"] = typed("UINT32", gguf.GGML_QUANT_VERSION)
     return out
 
@@ -101,17 +109,31 @@ def _params(
                     f"(for {arch}.{param.key}), found none"
                 )
             continue
-        yield f"{arch}.{param.key}", _checked(param, value, config_path)
+        source = next(key for key in param.config_keys if key in config)
+        yield f"{arch}.{param.key}", _checked(param, value, f"{config_path}: {source!r}")
 
 
-def _checked(param: HParam, value: Any, config_path: Path) -> GGUFValue:
+def _checked(param: HParam, value: Any, where: str) -> GGUFValue:
+    """`value` as `param`'s GGUF type; `where` names the config file and key for errors."""
+    if param.choices:
+        return typed(param.kind, _choice(param, value, where))
     number = (int,) if param.kind.startswith("UINT") else (int, float)
     if isinstance(value, bool) or not isinstance(value, number) or value < 0:
         raise ConvertError(
-            f"{config_path}: {param.config_keys[0]!r} (for {param.key}): expected a "
+            f"{where} (for {param.key}): expected a "
             f"non-negative {'integer' if number == (int,) else 'number'}, got {value!r}"
         )
     return typed(param.kind, value)
+
+
+def _choice(param: HParam, value: Any, where: str) -> int:
+    """The number llama.cpp stores for the config's string `value` of `param`."""
+    choices = dict(param.choices)
+    if not isinstance(value, str) or value not in choices:
+        raise ConvertError(
+            f"{where} (for {param.key}): expected one of {', '.join(choices)}, got {value!r}"
+        )
+    return choices[value]
 
 
 def _rope_scaling(

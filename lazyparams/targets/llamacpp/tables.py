@@ -3,17 +3,47 @@
 A table lists, per tensor, the Hugging Face name pattern, the GGUF name, the transform llama.cpp
 applies and whether the tensor must exist; experts that llama.cpp stacks into one 3-D tensor
 per layer have rules of their own; `hparams` name the architecture's own metadata keys.
+Where a family needs code (a tensor split, computed metadata), the table names a hook: a plain
+function of the family's module, applied by the shared code in one place.
 Adding a family is adding a module with one `Architecture`. Imports nothing of the project.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 LAYER = "{bid}"
 EXPERT = "{xid}"
+DENSE = "dense"
+MOE = "moe"
+
+
+@dataclass(frozen=True, slots=True)
+class HookContext:
+    """What a tensor hook may read: the Hugging Face tensor's name and config.json (as given)."""
+
+    name: str
+    config: Mapping[str, Any]
+    config_path: Path
+
+
+TensorHook = Callable[[Any, HookContext], Any]
+"""(the Hugging Face tensor, context) -> the GGUF tensor; raises ConvertError on a bad shape."""
+
+ConfigHook = Callable[[Mapping[str, Any]], dict[str, Any]]
+"""config.json -> config.json as llama.cpp's converter rewrites it before writing metadata."""
+
+HParamsHook = Callable[[Mapping[str, Any], Path], Iterable[tuple[str, str, Any]]]
+"""(config, its path) -> the family's own metadata after the file type, as (key without the
+architecture prefix, GGUF value type name, value); a key written before keeps its place."""
+
+MoeLayersHook = Callable[[Mapping[str, Any], int, Path], frozenset[int]]
+"""(config, layer count, config path) -> the layers whose feed-forward is a mixture of experts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +54,9 @@ class TensorRule:
     permutation llama.cpp applies to Hugging Face's q/k projections (their halves of each head
     interleaved back); `keep_f32` forces F32 whatever the output type (llama.cpp keeps MoE
     routers so); `required` tensors must exist for every layer (or once, outside layers).
+    `layers` limits a layer rule to the `DENSE` or the `MOE` layers of a model that has both
+    (`Architecture.moe_layers`). `hook` computes the GGUF tensor from the Hugging Face one;
+    several rules with hooks may share one Hugging Face tensor (a split), in table order.
     """
 
     hf: str
@@ -31,6 +64,8 @@ class TensorRule:
     rope: str = ""
     keep_f32: bool = False
     required: bool = True
+    layers: str = ""
+    hook: TensorHook | None = None
 
     @property
     def per_layer(self) -> bool:
@@ -55,13 +90,15 @@ class HParam:
     """A GGUF metadata key `{arch}.<key>` read from the first config key present.
 
     `kind` is the GGUF value type's name (UINT32, FLOAT32, ...); `required` keys missing from
-    config.json are an error naming them.
+    config.json are an error naming them. `choices`, when given, maps the config's string
+    values to the numbers llama.cpp stores (its enums); another string is an error.
     """
 
     key: str
     config_keys: tuple[str, ...]
     kind: str = "UINT32"
     required: bool = False
+    choices: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +107,11 @@ class Architecture:
 
     `extra_hparams` follow the common hyperparameters (`hparams.COMMON`) as llama.cpp's
     converter writes them after its shared ones; `rope_dimension_count` and `vocab_size` are
-    the keys llama's converter adds and others do not.
+    the keys llama's converter adds and others do not. `own_hparams` follow them, then what
+    `hparams_hook` yields; `config_hook` rewrites config.json first, as the converter does
+    before writing metadata. `moe_layers` says which layers hold experts (None: all, when the
+    table has experts); `extra_layers_skipped` leaves out layers past the config's count, as
+    the converter leaves out DeepSeek's multi-token-prediction layers.
     """
 
     gguf_arch: str
@@ -79,7 +120,12 @@ class Architecture:
     experts: tuple[ExpertRule, ...] = ()
     expert_count_keys: tuple[str, ...] = ()
     extra_hparams: tuple[str, ...] = ()
+    own_hparams: tuple[HParam, ...] = ()
     skipped: tuple[str, ...] = (".rotary_emb.inv_freq", ".attention.masked_bias")
+    config_hook: ConfigHook | None = None
+    hparams_hook: HParamsHook | None = None
+    moe_layers: MoeLayersHook | None = None
+    extra_layers_skipped: bool = False
 
 
 @cache

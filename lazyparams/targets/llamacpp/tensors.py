@@ -9,8 +9,9 @@ expert appears. Imports the frontend and the tables.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,12 @@ from lazyparams.targets.llamacpp.hparams import (
     first_present,
 )
 from lazyparams.targets.llamacpp.tables import (
+    DENSE,
     LAYER,
+    MOE,
     Architecture,
     ExpertRule,
+    HookContext,
     TensorRule,
     compiled_rules,
 )
@@ -44,23 +48,31 @@ class Planned:
 
 @dataclass(frozen=True, slots=True)
 class ModelShape:
-    """The config facts the tensors are checked against."""
+    """The config facts the tensors are checked against, and config.json for tensor hooks.
+
+    `heads` and `kv_heads` are the counts llama.cpp will read from the file (after the
+    architecture's config hook); `moe_layers` the layers that hold experts.
+    """
 
     layers: int
     heads: int
     kv_heads: int
     experts: int
     config_path: Path
+    moe_layers: frozenset[int] = frozenset()
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 def model_shape(arch: Architecture, config: Mapping[str, Any], config_path: Path) -> ModelShape:
     """Layer, head and expert counts from config.json, each checked to be a positive int."""
     layers = _count(config, LAYER_COUNT_KEYS, config_path)
-    heads = _count(config, HEAD_COUNT_KEYS, config_path)
-    kv = first_present(config, KV_HEAD_COUNT_KEYS)
-    kv_heads = heads if kv is None else _count(config, KV_HEAD_COUNT_KEYS, config_path)
+    written = arch.config_hook(config) if arch.config_hook is not None else config
+    heads = _count(written, HEAD_COUNT_KEYS, config_path)
+    kv = first_present(written, KV_HEAD_COUNT_KEYS)
+    kv_heads = heads if kv is None else _count(written, KV_HEAD_COUNT_KEYS, config_path)
     experts = _count(config, arch.expert_count_keys, config_path) if arch.experts else 0
-    return ModelShape(layers, heads, kv_heads, experts, config_path)
+    moe = _moe_layers(arch, config, layers, config_path)
+    return ModelShape(layers, heads, kv_heads, experts, config_path, moe, config)
 
 
 def _count(config: Mapping[str, Any], keys: tuple[str, ...], config_path: Path) -> int:
@@ -70,68 +82,113 @@ def _count(config: Mapping[str, Any], keys: tuple[str, ...], config_path: Path) 
     return value
 
 
+def _moe_layers(
+    arch: Architecture, config: Mapping[str, Any], layers: int, config_path: Path
+) -> frozenset[int]:
+    """The layers holding experts: none without expert rules, all unless the family says."""
+    if not arch.experts:
+        return frozenset()
+    if arch.moe_layers is None:
+        return frozenset(range(layers))
+    return arch.moe_layers(config, layers, config_path)
+
+
 def plan_tensors(arch: Architecture, names: list[str], shape: ModelShape) -> list[Planned]:
     """Every GGUF output of the checkpoint tensors `names`, in llama.cpp's order, checked
     against the table and the config (missing or extra layers, expert counts)."""
-    singles: dict[str, Planned] = {}
+    singles: list[Planned] = []
     experts: dict[tuple[int, int], dict[int, str]] = {}
     order: list[tuple[str, Planned | int]] = []
     for name in names:
-        match = _match(arch, name, shape)
-        if match is None:
-            continue
-        rule, bid, xid = match
-        if isinstance(rule, ExpertRule):
-            assert bid is not None and xid is not None
-            experts.setdefault((arch.experts.index(rule), bid), {})[xid] = name
-            order.append((name, bid))
-        else:
-            singles[name] = Planned(_gguf_name(rule.gguf, bid), (name,), rule, bid)
-            order.append((name, singles[name]))
+        for rule, bid, xid in _matches(arch, name, shape):
+            if isinstance(rule, ExpertRule):
+                assert bid is not None and xid is not None
+                experts.setdefault((arch.experts.index(rule), bid), {})[xid] = name
+                order.append((name, bid))
+                continue
+            _check_layer_kind(rule, name, bid, shape)
+            singles.append(Planned(_gguf_name(rule.gguf, bid), (name,), rule, bid))
+            order.append((name, singles[-1]))
     _check_required(arch, singles, shape)
     stacked = _stacked(arch, experts, shape)
     return list(_in_order(order, stacked))
 
 
-def _match(
-    arch: Architecture, name: str, shape: ModelShape
-) -> tuple[TensorRule | ExpertRule, int | None, int | None] | None:
-    if name.endswith(arch.skipped):
-        return None
+_Match = tuple[TensorRule | ExpertRule, int | None, int | None]
+_LAYER_PREFIX = re.compile(r"model\.layers\.(\d+)\.")
+
+
+def _matches(arch: Architecture, name: str, shape: ModelShape) -> list[_Match]:
+    """The rules `name` falls under (several: a split), or none for a skipped tensor."""
+    if name.endswith(arch.skipped) or _past_last_layer(arch, name, shape):
+        return []
+    found: list[_Match] = []
     for pattern, rule in compiled_rules(arch):
-        found = pattern.match(name)
-        if found is None:
+        match = pattern.match(name)
+        if match is None:
             continue
-        groups = found.groupdict()
+        groups = match.groupdict()
         bid = int(groups["bid"]) if "bid" in groups else None
         if bid is not None and bid >= shape.layers:
             raise ConvertError(
                 f"tensor {name!r} is in layer {bid}, but {shape.config_path} says the model "
                 f"has {shape.layers} layers"
             )
-        return rule, bid, int(groups["xid"]) if "xid" in groups else None
+        found.append((rule, bid, int(groups["xid"]) if "xid" in groups else None))
+    if not found:
+        raise ConvertError(
+            f"tensor {name!r} matches nothing llama.cpp's {arch.gguf_arch} architecture has "
+            f"(read from {shape.config_path}); expected names such as {arch.tensors[0].hf!r}"
+        )
+    return found
+
+
+def _past_last_layer(arch: Architecture, name: str, shape: ModelShape) -> bool:
+    """Whether `name` is in a layer past the config's count that the family leaves out."""
+    match = _LAYER_PREFIX.match(name) if arch.extra_layers_skipped else None
+    return match is not None and int(match.group(1)) >= shape.layers
+
+
+def _check_layer_kind(rule: TensorRule, name: str, bid: int | None, shape: ModelShape) -> None:
+    """A rule for dense (or expert) layers only must not match a tensor of the other kind."""
+    if bid is None or not rule.layers or _layer_kind(bid, shape) == rule.layers:
+        return
     raise ConvertError(
-        f"tensor {name!r} matches nothing llama.cpp's {arch.gguf_arch} architecture has "
-        f"(read from {shape.config_path}); expected names such as {arch.tensors[0].hf!r}"
+        f"tensor {name!r} belongs to a {_KIND_WORDS[rule.layers]} feed-forward, but "
+        f"{shape.config_path} makes layer {bid} a {_KIND_WORDS[_layer_kind(bid, shape)]} layer"
     )
+
+
+_KIND_WORDS = {DENSE: "dense", MOE: "mixture-of-experts"}
+
+
+def _layer_kind(bid: int, shape: ModelShape) -> str:
+    return MOE if bid in shape.moe_layers else DENSE
 
 
 def _gguf_name(template: str, bid: int | None) -> str:
     return template if bid is None else template.replace(LAYER, str(bid))
 
 
-def _check_required(arch: Architecture, found: Mapping[str, Planned], shape: ModelShape) -> None:
-    present = {(planned.rule, planned.bid) for planned in found.values()}
+def _check_required(arch: Architecture, found: list[Planned], shape: ModelShape) -> None:
+    present = {(planned.rule, planned.bid) for planned in found}
     for rule in arch.tensors:
         if not rule.required:
             continue
-        for bid in range(shape.layers) if rule.per_layer else (None,):
+        for bid in _layers_of(rule, shape) if rule.per_layer else (None,):
             if (rule, bid) not in present:
                 hf = _gguf_name(rule.hf, bid)
                 raise ConvertError(
                     f"tensor {hf!r} is missing: {shape.config_path} says the model has "
                     f"{shape.layers} layers, and llama.cpp's {arch.gguf_arch} needs it"
                 )
+
+
+def _layers_of(rule: TensorRule, shape: ModelShape) -> list[int]:
+    """The layers a per-layer rule applies to: all, or those of its kind."""
+    return [
+        b for b in range(shape.layers) if not rule.layers or _layer_kind(b, shape) == rule.layers
+    ]
 
 
 def _stacked(
@@ -142,6 +199,9 @@ def _stacked(
     for bid in range(shape.layers if arch.experts else 0):
         for index, rule in enumerate(arch.experts):
             members = experts.get((index, bid), {})
+            if bid not in shape.moe_layers:
+                _refuse_dense_experts(rule, bid, members, shape)
+                continue
             if sorted(members) != list(range(shape.experts)):
                 raise ConvertError(
                     f"layer {bid}: expected experts 0..{shape.experts - 1} of "
@@ -153,6 +213,16 @@ def _stacked(
                 Planned(_gguf_name(rule.gguf, bid), sources, rule, bid)
             )
     return by_layer
+
+
+def _refuse_dense_experts(
+    rule: ExpertRule, bid: int, members: Mapping[int, str], shape: ModelShape
+) -> None:
+    if members:
+        raise ConvertError(
+            f"tensor {members[min(members)]!r} is an expert of layer {bid}, but "
+            f"{shape.config_path} makes layer {bid} a dense layer"
+        )
 
 
 def _in_order(
@@ -174,6 +244,10 @@ def build_tensor(planned: Planned, params: Mapping[str, Tensor], shape: ModelSha
     if isinstance(planned.rule, ExpertRule):
         return ops.stack([params[name] for name in planned.sources], axis=0)
     tensor = params[planned.sources[0]]
+    if planned.rule.hook is not None:
+        context = HookContext(planned.sources[0], shape.config, shape.config_path)
+        hooked: Tensor = planned.rule.hook(tensor, context)
+        return hooked
     if planned.rule.rope:
         heads = shape.heads if planned.rule.rope == "q" else shape.kv_heads
         return unpermute_rotary(tensor, heads, planned.sources[0], shape)
