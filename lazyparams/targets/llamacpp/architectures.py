@@ -10,10 +10,26 @@ from pathlib import Path
 from typing import Any
 
 from lazyparams.errors import ConvertError
-from lazyparams.targets.llamacpp import llama, mixtral, qwen2, qwen3
+from lazyparams.targets.llamacpp import (
+    deepseek2,
+    llama,
+    mixtral,
+    qwen2,
+    qwen2moe,
+    qwen3,
+    qwen3moe,
+)
 from lazyparams.targets.llamacpp.tables import Architecture
 
-ARCHITECTURES: tuple[Architecture, ...] = (llama.ARCH, mixtral.ARCH, qwen2.ARCH, qwen3.ARCH)
+ARCHITECTURES: tuple[Architecture, ...] = (
+    llama.ARCH,
+    mixtral.ARCH,
+    qwen2.ARCH,
+    qwen3.ARCH,
+    qwen2moe.ARCH,
+    qwen3moe.ARCH,
+    deepseek2.ARCH,
+)
 BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names
 }

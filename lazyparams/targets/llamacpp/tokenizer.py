@@ -107,4 +107,6 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     # the MoE Qwens read tokenizer.json only (llama.cpp's converter tries no sentencepiece there)
     "qwen2moe": bpe_vocab,
     "qwen3moe": bpe_vocab,
+    # DeepSeek V2/V3 ship a byte-level BPE tokenizer.json (V3's pre-tokenizer is deepseek-v3)
+    "deepseek2": bpe_vocab,
 }

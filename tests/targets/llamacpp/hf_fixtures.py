@@ -41,6 +41,10 @@ HF_NAMES = {
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
     "mixtral": "MixtralForCausalLM",
+    "deepseek_v2": "DeepseekV2ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
 }
 MODEL_TYPES = {
     "llama": "llama",
@@ -48,7 +52,27 @@ MODEL_TYPES = {
     "qwen2": "qwen2",
     "qwen3": "qwen3",
     "mixtral": "mixtral",
+    "deepseek_v2": "deepseek_v2",
+    "deepseek_v3": "deepseek_v3",
+    "qwen2_moe": "qwen2_moe",
+    "qwen3_moe": "qwen3_moe",
 }
+
+# multi-head latent attention: q (through a rank-48 latent in V3), a rank-32 key-value latent
+_MLA = {"qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "kv_lora_rank": 32}
+_DEEPSEEK = {**_MLA, "moe_intermediate_size": 32, "n_shared_experts": 1, "first_k_dense_replace": 1}
+_YARN = {
+    "rope_type": "yarn",
+    "factor": 40.0,
+    "original_max_position_embeddings": 128,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "mscale": 1.0,
+    "mscale_all_dim": 0.707,
+}
+_V3 = {"q_lora_rank": 48, "n_group": 2, "topk_group": 1, "norm_topk_prob": True}
+_V3.update(routed_scaling_factor=2.5, scoring_func="sigmoid", rope_scaling=_YARN)
+_QWEN_MOE = {"moe_intermediate_size": 32, "decoder_sparse_step": 1, "mlp_only_layers": []}
 
 SHAPES = {
     "llama": Shape("llama"),
@@ -56,7 +80,19 @@ SHAPES = {
     "qwen2": Shape("qwen2", tied=True),
     "qwen3": Shape("qwen3", head_dim=32, tied=True),
     "mixtral": Shape("mixtral", experts=4),
+    "deepseek_v2": Shape(
+        "deepseek_v2", layers=3, kv_heads=4, experts=4, extra={**_DEEPSEEK, "q_lora_rank": None}
+    ),
+    "deepseek_v3": Shape(
+        "deepseek_v3", layers=3, kv_heads=4, experts=4, extra={**_DEEPSEEK, **_V3}
+    ),
+    "qwen2_moe": Shape(
+        "qwen2_moe", experts=4, extra={**_QWEN_MOE, "shared_expert_intermediate_size": 96}
+    ),
+    "qwen3_moe": Shape("qwen3_moe", head_dim=32, experts=4, extra=_QWEN_MOE),
 }
+MOE_KINDS = ("deepseek_v2", "deepseek_v3", "qwen2_moe", "qwen3_moe")
+"""Families whose experts, routers and attention `moe_tensor_shapes` lays out."""
 
 
 def config_of(shape: Shape) -> dict[str, Any]:
@@ -88,13 +124,16 @@ def config_of(shape: Shape) -> dict[str, Any]:
     if shape.head_dim is not None:
         config["head_dim"] = shape.head_dim
     if shape.experts:
-        config.update(num_local_experts=shape.experts, num_experts_per_tok=shape.experts_used)
+        key = "n_routed_experts" if shape.kind.startswith("deepseek") else "num_local_experts"
+        config.update({key: shape.experts, "num_experts_per_tok": shape.experts_used})
     config.update(shape.extra)
     return config
 
 
 def tensor_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
     """The checkpoint's tensors in the order transformers' state dict lists them."""
+    if shape.kind in MOE_KINDS:
+        return moe_tensor_shapes(shape)
     h, d, f = shape.hidden, shape.dim, shape.intermediate
     out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (shape.vocab, h)}
     for i in range(shape.layers):
@@ -126,6 +165,76 @@ def tensor_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
     out["model.norm.weight"] = (h,)
     if not shape.tied:
         out["lm_head.weight"] = (shape.vocab, h)
+    return out
+
+
+def moe_tensor_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
+    """DeepSeek-V2/V3 and Qwen-MoE checkpoints' tensors, in transformers' order."""
+    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (shape.vocab, shape.hidden)}
+    for i in range(shape.layers):
+        p = f"model.layers.{i}"
+        out[f"{p}.input_layernorm.weight"] = (shape.hidden,)
+        attention = _mla_shapes if shape.kind.startswith("deepseek") else _qwen_attention_shapes
+        out.update({f"{p}.self_attn.{k}": v for k, v in attention(shape).items()})
+        out.update({f"{p}.mlp.{k}": v for k, v in _ffn_shapes(shape, i).items()})
+        out[f"{p}.post_attention_layernorm.weight"] = (shape.hidden,)
+    out["model.norm.weight"] = (shape.hidden,)
+    if not shape.tied:
+        out["lm_head.weight"] = (shape.vocab, shape.hidden)
+    return out
+
+
+def _mla_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
+    x, h, n = shape.extra, shape.hidden, shape.heads
+    qk = x["qk_nope_head_dim"] + x["qk_rope_head_dim"]
+    out: dict[str, tuple[int, ...]] = {}
+    if x.get("q_lora_rank") is None:
+        out["q_proj.weight"] = (n * qk, h)
+    else:
+        out["q_a_proj.weight"] = (x["q_lora_rank"], h)
+        out["q_a_layernorm.weight"] = (x["q_lora_rank"],)
+        out["q_b_proj.weight"] = (n * qk, x["q_lora_rank"])
+    out["kv_a_proj_with_mqa.weight"] = (x["kv_lora_rank"] + x["qk_rope_head_dim"], h)
+    out["kv_a_layernorm.weight"] = (x["kv_lora_rank"],)
+    out["kv_b_proj.weight"] = (n * (x["qk_nope_head_dim"] + x["v_head_dim"]), x["kv_lora_rank"])
+    out["o_proj.weight"] = (h, n * x["v_head_dim"])
+    return out
+
+
+def _qwen_attention_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
+    h, d, n, kv = shape.hidden, shape.dim, shape.heads, shape.kv_heads
+    out: dict[str, tuple[int, ...]] = {"q_proj.weight": (n * d, h)}
+    out.update({"k_proj.weight": (kv * d, h), "v_proj.weight": (kv * d, h)})
+    if shape.kind == "qwen2_moe":
+        out.update({"q_proj.bias": (n * d,), "k_proj.bias": (kv * d,), "v_proj.bias": (kv * d,)})
+    out["o_proj.weight"] = (h, n * d)
+    if shape.kind == "qwen3_moe":
+        out.update({"q_norm.weight": (d,), "k_norm.weight": (d,)})
+    return out
+
+
+def _ffn_shapes(shape: Shape, layer: int) -> dict[str, tuple[int, ...]]:
+    """A dense MLP in DeepSeek's leading layers, else router, experts and shared experts."""
+    h, x = shape.hidden, shape.extra
+    if layer < x.get("first_k_dense_replace", 0):
+        f = shape.intermediate
+        return {"gate_proj.weight": (f, h), "up_proj.weight": (f, h), "down_proj.weight": (h, f)}
+    m = x["moe_intermediate_size"]
+    out: dict[str, tuple[int, ...]] = {"gate.weight": (shape.experts, h)}
+    if shape.kind == "deepseek_v3":
+        out["gate.e_score_correction_bias"] = (shape.experts,)
+    for e in range(shape.experts):
+        out[f"experts.{e}.gate_proj.weight"] = (m, h)
+        out[f"experts.{e}.up_proj.weight"] = (m, h)
+        out[f"experts.{e}.down_proj.weight"] = (h, m)
+    shared = x.get("shared_expert_intermediate_size") or m * x.get("n_shared_experts", 0)
+    name = "shared_experts" if shape.kind.startswith("deepseek") else "shared_expert"
+    if shared:
+        out[f"{name}.gate_proj.weight"] = (shared, h)
+        out[f"{name}.up_proj.weight"] = (shared, h)
+        out[f"{name}.down_proj.weight"] = (h, shared)
+    if shape.kind == "qwen2_moe":
+        out["shared_expert_gate.weight"] = (1, h)
     return out
 
 

@@ -299,7 +299,8 @@ def test_unsupported_tokenizer_kinds_list_the_supported(tmp_path: Path) -> None:
 
 def test_unsupported_architecture(tmp_path: Path) -> None:
     with pytest.raises(
-        ConvertError, match=r"'gemma'; supported: llama, qwen2, qwen2moe, qwen3, qwen3moe"
+        ConvertError,
+        match=r"'gemma'; supported: deepseek2, llama, qwen2, qwen2moe, qwen3, qwen3moe",
     ):
         tokenizer_metadata(tmp_path, {}, "gemma")
 
