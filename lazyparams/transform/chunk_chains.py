@@ -42,6 +42,7 @@ from lazyparams.transform.chunk_phases import Phase, plan_phases
 from lazyparams.transform.chunk_splits import (
     BLOCK_STEPS,
     ELEMENTWISE,
+    GATHERS,
     REDUCTIONS,
     UNARY,
     Split,
@@ -54,7 +55,7 @@ from lazyparams.transform.chunk_splits import (
 JOINS = ELEMENTWISE | {"matmul"}
 """The steps whose other operands may be loads joining the chain, or free operands (the
 whole right operand of a matmul whose rows come from the chain)."""
-STEP_OPS = ELEMENTWISE | UNARY | REDUCTIONS | BLOCK_STEPS | JOINS
+STEP_OPS = ELEMENTWISE | UNARY | REDUCTIONS | BLOCK_STEPS | JOINS | GATHERS
 STEP_OPS |= {"permute_dims", "quantize_int8", "quantize_int4"}
 STEP_OPS |= {"layout_cast"}  # of one tensor (no join): a permutation and a cast
 SET_ROWS = "set_item_rows"

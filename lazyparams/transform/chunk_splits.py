@@ -29,11 +29,9 @@ ELEMENTWISE = frozenset(
 )
 """Element-wise ops of several operands (numpy broadcasting)."""
 GATHERS = frozenset({"take_along_axis"})
-"""Gathers by constant indices (see `gather_split`). They join `UNARY`'s set, which chains
-take as steps, but `step_split` gives them their own rule first."""
+"""Gathers by constant indices (see `gather_split`)."""
 UNARY = frozenset(
     {"astype", "abs", "sign", "sqrt", "sin", "cos", "acos", "exp", "log", "negative", "square"}
-    | GATHERS
 )
 """Element-wise ops of one operand: the result splits as the operand."""
 REDUCTIONS = frozenset({"sum", "max", "min", "mean"})
