@@ -39,7 +39,7 @@ from lazyparams.engine.specs import ResolvedSpec, resolve_spec
 from lazyparams.errors import ConvertError
 from lazyparams.io import CheckpointSource, TensorInfo
 from lazyparams.io.mapguard import forget_earlier_faults, raise_if_source_shrank
-from lazyparams.ir import IRModule
+from lazyparams.ir import IRModule, structural_hash
 from lazyparams.runtime import MemoryStats, VirtualMachine
 from lazyparams.runtime.parallel import ParallelRunner
 
@@ -269,10 +269,22 @@ def prepare(
         target.header_metadata = source_header_metadata(source)
         if resolved.side_files is not None and target.path.suffix == "":
             target.side_files = resolved.side_files(outputs)
-    job = job_description(traced.script(), source, outputs, target, check_mode(verify))
+    job = job_description(transform_identity(traced), source, outputs, target, check_mode(verify))
     target.prepare(job)
     notes = format_notices(source, chosen, resolved, meta)
     return Prepared(resolved, traced, outputs, target, job, notes)
+
+
+def transform_identity(traced: IRModule) -> str:
+    """What identifies a traced transform for a resume: its structural hash (its printed text
+    would spell out every constant, an index table per weight of a large model), numpy kernels
+    named by their extern names as the calls name them (a Python function has no stable
+    identity across processes)."""
+    kernels = traced.attrs.get("numpy_kernels")
+    if kernels:
+        attrs = {**traced.attrs, "numpy_kernels": sorted(kernels)}
+        traced = IRModule({name: traced[name] for name in traced}, attrs)
+    return f"{structural_hash(traced):016x}"
 
 
 def _on_cluster(

@@ -45,7 +45,8 @@ from lazyparams.io.output_formats import (
 from lazyparams.io.output_layout import Layout
 from lazyparams.io.source_formats import source_files
 
-JOB_VERSION = 3
+JOB_VERSION = 4
+"""4: the transform is identified by its structural hash, not its printed text."""
 
 
 @dataclass(slots=True)
@@ -261,7 +262,7 @@ def _check_declared(sink: Any, outputs: Sequence[TensorInfo]) -> None:
 
 
 def job_description(
-    transform_text: str,
+    transform_id: str,
     source: Any,
     outputs: Sequence[TensorInfo],
     dst: Destination,
@@ -276,7 +277,7 @@ def job_description(
     files = source_files(source) if dst.path is not None else []
     return {
         "version": JOB_VERSION,
-        "transform": _digest(transform_text),
+        "transform": _digest(transform_id),
         "source": _digest(inputs),
         SOURCE_FILES: fingerprints(files, verify),
         "outputs": _digest([(i.name, i.shape, i.dtype) for i in outputs]),

@@ -241,6 +241,7 @@ class _Hasher:
     def __init__(self) -> None:
         self.tokens: list[Any] = []
         self.var_index: dict[Any, int] = {}
+        self.arrays: dict[int, str] = {}  # digest by id: a constant shared by many nodes
 
     def run(self, root: Any) -> int:
         stack: list[Any] = [root]
@@ -263,10 +264,7 @@ class _Hasher:
             tokens.append(("map", tuple(scalar_key(k) for k in keys)))
             stack.extend(node[k] for k in reversed(keys))
         elif kind == ARRAY:
-            import hashlib
-
-            data = hashlib.blake2b(array_bytes(node), digest_size=16).hexdigest()
-            tokens.append(("array", array_key(node), data))
+            tokens.append(("array", array_key(node), self._array_digest(node)))
         elif kind == MODULE:
             names = sorted(node.names())
             tokens.append(("module", tuple(names)))
@@ -274,6 +272,17 @@ class _Hasher:
             stack.append(node.attrs)
         else:
             self._node(node, stack)
+
+    def _array_digest(self, array: Any) -> str:
+        """The digest of an array's bytes, computed once per array object of this walk (the
+        walk holds every node, so no id is reused while it runs)."""
+        found = self.arrays.get(id(array))
+        if found is None:
+            import hashlib
+
+            found = hashlib.blake2b(array_bytes(array), digest_size=16).hexdigest()
+            self.arrays[id(array)] = found
+        return found
 
     def _node(self, node: Any, stack: list[Any]) -> None:
         plan = node_plan(type(node))
