@@ -34,6 +34,7 @@ BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names
 }
 SUPPORTED: tuple[str, ...] = tuple(sorted(BY_HF_NAME))
+GUIDE = "docs/adding-an-architecture.md"
 
 
 def architecture_of(config: Mapping[str, Any], config_path: Path) -> tuple[str, Architecture]:
@@ -48,6 +49,7 @@ def architecture_of(config: Mapping[str, Any], config_path: Path) -> tuple[str, 
     if arch is None:
         raise ConvertError(
             f"{config_path}: architecture {names[0]!r} is not supported by the gguf recipe; "
-            f"supported: {', '.join(SUPPORTED)}"
+            f"supported: {', '.join(SUPPORTED)} (a family is added as one module: see "
+            f"{GUIDE} in the lazyparams repository)"
         )
     return names[0], arch
