@@ -64,7 +64,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,15 +174,22 @@ def random_bf16(rng: np.random.Generator, count: int, norm: bool) -> np.ndarray:
     return (bits & np.uint16(0x80FF)) | np.uint16(0x3C00)
 
 
-def safetensors_header(entries: Sequence[tuple[str, tuple[int, ...]]]) -> bytes:
-    """A safetensors header (length prefix included, padded to 8 bytes) for bfloat16 tensors
-    laid out in order."""
+ITEM_BYTES = {"BF16": 2, "F32": 4, "F8_E4M3": 1}
+"""Bytes per element of the safetensors dtypes the benchmarks write."""
+
+
+def safetensors_header(
+    entries: Sequence[tuple[str, tuple[int, ...]]], dtypes: Mapping[str, str] | None = None
+) -> bytes:
+    """A safetensors header (length prefix included, padded to 8 bytes) for tensors laid out
+    in order: bfloat16, or the safetensors dtype `dtypes` gives a name."""
     header: dict[str, object] = {"__metadata__": {"format": "pt"}}
     offset = 0
     for name, shape in entries:
-        size = 2 * int(np.prod(shape))
+        dtype = (dtypes or {}).get(name, "BF16")
+        size = ITEM_BYTES[dtype] * int(np.prod(shape))
         header[name] = {
-            "dtype": "BF16",
+            "dtype": dtype,
             "shape": list(shape),
             "data_offsets": [offset, offset + size],
         }
