@@ -77,6 +77,14 @@ AFTER_ROPE: tuple[HParam, ...] = (
 )
 """The hyperparameters after rope's, up to the file type."""
 
+LOCAL_ROPE_THETA_KEYS = (
+    "local_rope_theta",
+    "rope_local_theta",
+    "rope_theta_local",
+    "swa_rope_theta",
+    "rope_local_base_freq",
+)
+
 YARN_EXTRAS = (
     ("yarn_ext_factor", ("extrapolation_factor",)),
     ("yarn_attn_factor", ("attention_factor", "attn_factor")),
@@ -111,6 +119,18 @@ def rope_parameters(config: Mapping[str, Any]) -> dict[str, Any]:
     if "rope_type" not in rope and rope.get("type") is not None:
         rope["rope_type"] = rope["type"]
     return rope
+
+
+def sliding_rope_theta(config: Mapping[str, Any]) -> Any:
+    """The rotary base of sliding-window layers, as llama.cpp's converter reads it: the
+    `sliding_attention` entry of the rope settings, else a local theta key when the rope
+    settings are not split by layer type; None when the config has neither."""
+    found = config.get("rope_parameters", config.get("rope_scaling")) or {}
+    rope = found if isinstance(found, Mapping) else {}
+    if "full_attention" in rope or "sliding_attention" in rope:
+        sliding = rope.get("sliding_attention") or {}
+        return sliding.get("rope_theta") if isinstance(sliding, Mapping) else None
+    return first_present(config, LOCAL_ROPE_THETA_KEYS)
 
 
 def head_dim(config: Mapping[str, Any], config_path: Path) -> int:

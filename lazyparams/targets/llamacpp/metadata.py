@@ -24,6 +24,7 @@ from lazyparams.targets.llamacpp.hparams import (
     first_present,
     head_dim,
     rope_parameters,
+    sliding_rope_theta,
 )
 from lazyparams.targets.llamacpp.tables import Architecture, HParam
 
@@ -75,6 +76,12 @@ def model_hparams(
     name = arch.gguf_arch
     if arch.config_hook is not None:
         config = arch.config_hook(config)
+    if arch.hparams_writer is not None:
+        # the family's converter class writes its own keys, in its own order
+        written = arch.hparams_writer(config, config_path, file_type)
+        own = {key: typed(kind, value) for key, kind, value in written}
+        own["general.quantization_version"] = typed("UINT32", gguf.GGML_QUANT_VERSION)
+        return own
     out: dict[str, GGUFValue] = {}
     out.update(_params(name, COMMON, config, config_path))
     if config.get("is_causal") is False:
@@ -83,6 +90,8 @@ def model_hparams(
     out.update(_rope_scaling(name, rope, config_path))
     if (theta := rope.get("rope_theta")) is not None:
         out[f"{name}.rope.freq_base"] = typed("FLOAT32", theta)
+    if (swa_theta := sliding_rope_theta(config)) is not None:
+        out[f"{name}.rope.freq_base_swa"] = typed("FLOAT32", swa_theta)
     out.update(_params(name, AFTER_ROPE, config, config_path))
     out["general.file_type"] = typed("UINT32", file_type)
     for extra in arch.extra_hparams:

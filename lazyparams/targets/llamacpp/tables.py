@@ -45,6 +45,11 @@ architecture prefix, GGUF value type name, value); a key written before keeps it
 MoeLayersHook = Callable[[Mapping[str, Any], int, Path], frozenset[int]]
 """(config, layer count, config path) -> the layers whose feed-forward is a mixture of experts."""
 
+HParamsWriter = Callable[[Mapping[str, Any], Path, int], Iterable[tuple[str, str, Any]]]
+"""(config, its path, general.file_type) -> every hyperparameter and the file type, as (key
+with its `{arch}.` or `general.` prefix, GGUF value type name, value), in the converter's order:
+for a family whose converter class writes its own keys instead of the shared ones."""
+
 
 @dataclass(frozen=True, slots=True)
 class TensorRule:
@@ -111,7 +116,9 @@ class Architecture:
     `hparams_hook` yields; `config_hook` rewrites config.json first, as the converter does
     before writing metadata. `moe_layers` says which layers hold experts (None: all, when the
     table has experts); `extra_layers_skipped` leaves out layers past the config's count, as
-    the converter leaves out DeepSeek's multi-token-prediction layers.
+    the converter leaves out DeepSeek's multi-token-prediction layers. `hparams_writer`, when
+    set, writes every hyperparameter itself (after `config_hook`), in place of the shared keys,
+    `extra_hparams`, `own_hparams` and `hparams_hook`.
     """
 
     gguf_arch: str
@@ -126,6 +133,7 @@ class Architecture:
     hparams_hook: HParamsHook | None = None
     moe_layers: MoeLayersHook | None = None
     extra_layers_skipped: bool = False
+    hparams_writer: HParamsWriter | None = None
 
 
 @cache
