@@ -5,6 +5,9 @@ interleaved, so both are permuted back (k with the key-value head count). Tied e
 lm_head) write no `output.weight`: llama.cpp then reads `token_embd.weight`. Imports tables only.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 from lazyparams.targets.llamacpp.tables import Architecture, TensorRule, layer_tensors
 
 LAYER_RULES = (
@@ -40,9 +43,23 @@ OPTIONAL_BIASES = tuple(
     for p, g, r in (("q", "q", "q"), ("k", "k", "k"), ("v", "v", ""), ("o", "output", ""))
 )
 
+
+def with_head_dim(config: Mapping[str, Any]) -> dict[str, Any]:
+    """config.json as transformers' LlamaConfig and MistralConfig load it, which is how the
+    converter reads it: `head_dim` is hidden_size / num_attention_heads where the file has
+    none (the converter then writes the attention key and value lengths)."""
+    if config.get("head_dim") is not None:
+        return dict(config)
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if not isinstance(hidden, int) or not isinstance(heads, int) or heads <= 0:
+        return dict(config)  # the hyperparameter checks name what is wrong
+    return {**config, "head_dim": hidden // heads}
+
+
 ARCH = Architecture(
     gguf_arch="llama",
     hf_names=("LlamaForCausalLM", "MistralForCausalLM", "LLaMAForCausalLM"),
     tensors=(*OUTER, *layer_tensors("model.layers", LAYER_RULES + DENSE_MLP), *OPTIONAL_BIASES),
     extra_hparams=("vocab_size", "rope.dimension_count"),
+    config_hook=with_head_dim,
 )
