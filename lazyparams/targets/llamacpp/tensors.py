@@ -23,6 +23,7 @@ from lazyparams.targets.llamacpp.hparams import (
     KV_HEAD_COUNT_KEYS,
     LAYER_COUNT_KEYS,
     first_present,
+    head_dim,
 )
 from lazyparams.targets.llamacpp.tables import (
     DENSE,
@@ -254,20 +255,36 @@ def build_tensor(planned: Planned, params: Mapping[str, Tensor], shape: ModelSha
     return tensor
 
 
+def _check_head_rows(rows: int, heads: int, name: str, shape: ModelShape) -> None:
+    """A q/k projection holds `heads` heads of the config's head width (`head_dim`, else
+    hidden_size / num_attention_heads); a config that says otherwise would make a file
+    llama.cpp cannot load, so it is refused here, before any data is read."""
+    if not shape.config:
+        return
+    width = head_dim(shape.config, shape.config_path)
+    if rows != heads * width:
+        raise ConvertError(
+            f"tensor {name!r} has {rows} rows; {shape.config_path} says "
+            f"{_head_key(name)}={heads} heads of width {width}, expected {heads * width} rows"
+        )
+
+
+def _head_key(name: str) -> str:
+    """The config key giving the head count of a q or k projection."""
+    is_q = name.endswith(("q_proj.weight", "q_proj.bias"))
+    return "num_attention_heads" if is_q else "num_key_value_heads"
+
+
 def unpermute_rotary(tensor: Tensor, heads: int, name: str, shape: ModelShape) -> Tensor:
     """Interleave the two rotary halves of each head of a q/k projection (rows = heads * dim),
     as llama.cpp's converter does for Hugging Face llama checkpoints."""
     rows = tensor.shape[0]
     if rows % (2 * heads):
-        what = (
-            "num_attention_heads"
-            if name.endswith(("q_proj.weight", "q_proj.bias"))
-            else ("num_key_value_heads")
-        )
         raise ConvertError(
-            f"tensor {name!r} has {rows} rows, which {what}={heads} from {shape.config_path} "
-            "does not divide into heads of two rotary halves"
+            f"tensor {name!r} has {rows} rows, which {_head_key(name)}={heads} from "
+            f"{shape.config_path} does not divide into heads of two rotary halves"
         )
+    _check_head_rows(rows, heads, name, shape)
     rest = tensor.shape[1:]
     split = tensor.reshape(heads, 2, rows // heads // 2, *rest)
     axes = (0, 2, 1, *range(3, 3 + len(rest)))
