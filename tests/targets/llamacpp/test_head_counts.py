@@ -21,12 +21,13 @@ from tests.targets.llamacpp.hf_fixtures import write_model
         (
             {"num_attention_heads": 8},  # 64 / 8 = 8-wide heads: q's 64 rows fit, k's 32 do not
             r"'model\.layers\.0\.self_attn\.k_proj\.weight' has 32 rows; .* says "
-            r"num_key_value_heads=2 heads of width 8, expected 16 rows",
+            r"num_key_value_heads=2 heads of width 8 \(hidden_size 64 // num_attention_heads 8\), "
+            r"expected 16 rows",
         ),
         (
             {"head_dim": 32, "num_key_value_heads": 1},  # k's 32 rows fit, q's 64 do not
             r"'model\.layers\.0\.self_attn\.q_proj\.weight' has 64 rows; .* says "
-            r"num_attention_heads=4 heads of width 32, expected 128 rows",
+            r"num_attention_heads=4 heads of width 32 \(head_dim\), expected 128 rows",
         ),
     ],
 )

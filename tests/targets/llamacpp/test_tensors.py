@@ -174,7 +174,7 @@ def test_head_count_that_does_not_divide_the_rows(tmp_path: Path) -> None:
     shape = SHAPES["llama"]
     config = {**config_of(shape), "num_attention_heads": 3}
     folder = write_checkpoint(tmp_path / "m", random_weights(shape), config)
-    _expect_refusal(tmp_path, folder, "gguf:f16", "q_proj.weight", "num_attention_heads=3")
+    _expect_refusal(tmp_path, folder, "gguf:f16", "proj.weight", "num_attention_heads 3")
 
 
 def test_missing_layer_is_named(tmp_path: Path) -> None:
