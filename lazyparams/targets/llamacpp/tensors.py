@@ -20,6 +20,7 @@ from lazyparams.frontend import ops
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.targets.llamacpp.hparams import (
     HEAD_COUNT_KEYS,
+    HIDDEN_KEYS,
     KV_HEAD_COUNT_KEYS,
     LAYER_COUNT_KEYS,
     first_present,
@@ -264,9 +265,19 @@ def _check_head_rows(rows: int, heads: int, name: str, shape: ModelShape) -> Non
     width = head_dim(shape.config, shape.config_path)
     if rows != heads * width:
         raise ConvertError(
-            f"tensor {name!r} has {rows} rows; {shape.config_path} says "
-            f"{_head_key(name)}={heads} heads of width {width}, expected {heads * width} rows"
+            f"tensor {name!r} has {rows} rows; {shape.config_path} says {_head_key(name)}="
+            f"{heads} heads of width {_width_source(shape.config, width)}, expected "
+            f"{heads * width} rows"
         )
+
+
+def _width_source(config: Mapping[str, Any], width: int) -> str:
+    """Where a head's width comes from, for messages: `head_dim`, or hidden / heads."""
+    if isinstance(config.get("head_dim"), int):
+        return f"{width} (head_dim)"
+    hidden = first_present(config, HIDDEN_KEYS)
+    heads = first_present(config, HEAD_COUNT_KEYS)
+    return f"{width} (hidden_size {hidden} // num_attention_heads {heads})"
 
 
 def _head_key(name: str) -> str:
