@@ -298,10 +298,10 @@ def test_unsupported_tokenizer_kinds_list_the_supported(tmp_path: Path) -> None:
 
 
 def test_unsupported_architecture(tmp_path: Path) -> None:
-    with pytest.raises(ConvertError, match=r"'no-such-arch'; supported: .*llama, qwen2") as err:
+    with pytest.raises(ConvertError, match=r"'no-such-arch'; supported: ") as err:
         tokenizer_metadata(tmp_path, {}, "no-such-arch")
     listed = str(err.value).split("supported: ")[1].split(", ")
-    assert listed == sorted(listed) and "deepseek2" in listed
+    assert listed == sorted(listed) and {"deepseek2", "llama", "qwen2"} <= set(listed)
 
 
 @pytest.mark.parametrize(("kind", "module"), [("spm", "sentencepiece"), ("qwen2", "tokenizers")])
