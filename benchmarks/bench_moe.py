@@ -1,16 +1,21 @@
-"""A mixture of experts to GGUF under a hard memory limit: `lazyparams convert gguf:TYPE`
+"""Mixtures of experts to GGUF under a hard memory limit: `lazyparams convert gguf:TYPE`
 against llama.cpp's converter, side by side in one run.
 
-The checkpoint is a random-init Mixtral of the real layer shapes (hidden 4096, 8 experts of
-14336 x 4096, bfloat16) with few layers (4 by default: 12 GB), a trained sentencepiece
-tokenizer, sharded as transformers shards. Each run is the whole command a user types, in a
-fresh process, in a cgroup v1 memory group of its own (see `bench_merge.measure`): lazyparams
-under `--limit` with no `--budget` (it takes its default from the cgroup limit), the converter
-without a limit (its file is the reference the others are compared with, byte for byte) and,
-with `--converter-limited`, under the same limit.
+The checkpoint (`--shape`) is random-init, of real layer shapes with few layers: a Mixtral-8x7B
+(8 experts of 14336 x 4096, bfloat16; 4 layers: 12 GB), a DeepSeek-V3 as DeepSeek ships it (FP8
+weights with block scales, 256 routed experts of 2048 x 7168 and a shared one, a dense lead
+layer; 2 layers: 12 GB) or, for comparison, a dense llama-7b; sharded as transformers shards,
+with a trained tokenizer. Each run is the whole command a user types, in a fresh process, in a
+cgroup v1 memory group of its own (see `bench_merge.measure`): lazyparams under `--limit` with
+no `--budget` (it takes its default from the cgroup limit), the converter without a limit (its
+file is the reference the others are compared with, byte for byte) and, with
+`--converter-limited`, under the same limit. The BPE tokenizer of the DeepSeek checkpoint is
+trained on the spot, so the converter runs through a wrapper naming its pre-tokenizer, as
+lazyparams' `--gguf-pre` does.
 
-    python benchmarks/bench_moe.py --root SCRATCH --types q8_0,f16 --limit 1GiB \\
-        --converter LLAMA_CPP/convert_hf_to_gguf.py --converter-python PYTHON_WITH_TORCH
+    python benchmarks/bench_moe.py --root SCRATCH --shape mixtral-8x7b-4l --types q8_0,f16 \\
+        --limit 1GiB --converter LLAMA_CPP/convert_hf_to_gguf.py \\
+        --converter-python PYTHON_WITH_TORCH [--converter-limited]
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_merge import (
     ITEM_BYTES,
     MIB,
+    LlamaShape,
     Run,
     measure,
     own_memory_cgroup,
@@ -39,6 +45,7 @@ from bench_merge import (
     safetensors_header,
     usable_parent,
 )
+from bench_merge import SHAPES as LLAMA_SHAPES
 
 from lazyparams.engine.sizes import parse_size
 
@@ -228,7 +235,28 @@ def _mlp(prefix: str, hidden: int, rows: int) -> list[Tensor]:
     return found + _fp8(f"{prefix}.down_proj", (hidden, rows))
 
 
-Shape = MoeShape | DeepseekShape
+@dataclass(frozen=True)
+class DenseShape:
+    """A dense llama (bench_merge's shapes) with a sentencepiece tokenizer: the baseline a
+    mixture of experts is compared with."""
+
+    name: str
+    llama: LlamaShape
+    pre: str | None = None
+
+    def tensors(self, vocab: int) -> list[Tensor]:
+        return [(n, d, "BF16") for n, d in replace(self.llama, vocab=vocab).tensors()]
+
+    def tokenizer(self, folder: Path) -> int:
+        from tests.targets.llamacpp.tokenizer_fixtures import write_sentencepiece_tokenizer
+
+        return write_sentencepiece_tokenizer(folder, 1000)
+
+    def config(self, vocab: int) -> dict[str, object]:
+        return replace(self.llama, vocab=vocab).config()
+
+
+Shape = MoeShape | DeepseekShape | DenseShape
 
 SHAPES: dict[str, Shape] = {
     "mixtral-8x7b-4l": MoeShape("mixtral-8x7b-4l", 4096, 14336, 4, 32, 8, 8),
@@ -240,6 +268,8 @@ SHAPES: dict[str, Shape] = {
     "deepseek-v3-3l": DeepseekShape(
         "deepseek-v3-3l", 7168, 18432, 2048, 256, 128, 1536, 512, 128, 64, 128, 3, 1
     ),
+    "llama-7b": DenseShape("llama-7b", LLAMA_SHAPES["7b"]),
+    "llama-tiny": DenseShape("llama-tiny", LLAMA_SHAPES["tiny"]),
     "deepseek-tiny": DeepseekShape(
         "deepseek-tiny", 256, 512, 128, 16, 4, 128, 64, 32, 16, 32, 2, 1
     ),
