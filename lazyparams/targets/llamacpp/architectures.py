@@ -14,6 +14,7 @@ from lazyparams.targets.llamacpp import (
     deepseek2,
     llama,
     mixtral,
+    olmo2,
     qwen2,
     qwen2moe,
     qwen3,
@@ -29,6 +30,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     qwen2moe.ARCH,
     qwen3moe.ARCH,
     deepseek2.ARCH,
+    olmo2.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names

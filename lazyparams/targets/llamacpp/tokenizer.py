@@ -109,4 +109,6 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "qwen3moe": bpe_vocab,
     # DeepSeek V2/V3 ship a byte-level BPE tokenizer.json (V3's pre-tokenizer is deepseek-v3)
     "deepseek2": bpe_vocab,
+    # OLMo 2 ships a byte-level BPE tokenizer.json (the converter's default vocabulary)
+    "olmo2": bpe_vocab,
 }

@@ -1,0 +1,174 @@
+"""Small checkpoints of the dense families llama.cpp has its own architecture for (OLMo 2, ...):
+config.json as the hub's releases have it (rope_theta at the top, rope_scaling), the tensors
+transformers saves, random weights; written with hf_fixtures' sharded writer. Tokenizers come
+from tokenizer_fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import gguf
+import ml_dtypes
+import numpy as np
+from hf_fixtures import write_checkpoint
+from tokenizer_fixtures import write_bpe_tokenizer
+
+import lazyparams
+from lazyparams.targets.llamacpp.target import GGUFTarget
+
+ABSENT = object()
+"""An `extra` value that removes the key from config.json."""
+
+
+@dataclass(frozen=True)
+class Dense:
+    """The hyperparameters of a fixture model of family `kind`."""
+
+    kind: str
+    hidden: int = 64
+    layers: int = 3
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 160
+    vocab: int = 320
+    tied: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dim(self) -> int:
+        return int(self.extra.get("head_dim") or self.hidden // self.heads)
+
+
+def config_of(model: Dense) -> dict[str, Any]:
+    """config.json as the family's releases write it."""
+    config: dict[str, Any] = {
+        "architectures": [HF_NAMES[model.kind]],
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "hidden_act": "silu",
+        "hidden_size": model.hidden,
+        "initializer_range": 0.02,
+        "intermediate_size": model.intermediate,
+        "max_position_embeddings": 4096,
+        "model_type": model.kind,
+        "num_attention_heads": model.heads,
+        "num_hidden_layers": model.layers,
+        "num_key_value_heads": model.kv_heads,
+        "pad_token_id": 0,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": model.tied,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.48.0",
+        "use_cache": True,
+        "vocab_size": model.vocab,
+    }
+    config.update(model.extra)
+    return {key: value for key, value in config.items() if value is not ABSENT}
+
+
+def _llama_attention(model: Dense) -> dict[str, tuple[int, ...]]:
+    h, d = model.hidden, model.dim
+    return {
+        "self_attn.q_proj.weight": (model.heads * d, h),
+        "self_attn.k_proj.weight": (model.kv_heads * d, h),
+        "self_attn.v_proj.weight": (model.kv_heads * d, h),
+        "self_attn.o_proj.weight": (h, model.heads * d),
+    }
+
+
+def _gated_mlp(model: Dense) -> dict[str, tuple[int, ...]]:
+    h, f = model.hidden, model.intermediate
+    return {
+        "mlp.down_proj.weight": (h, f),
+        "mlp.gate_proj.weight": (f, h),
+        "mlp.up_proj.weight": (f, h),
+    }
+
+
+def _olmo2_layer(model: Dense) -> dict[str, tuple[int, ...]]:
+    h, d = model.hidden, model.dim
+    return {
+        **_llama_attention(model),
+        "self_attn.q_norm.weight": (model.heads * d,),
+        "self_attn.k_norm.weight": (model.kv_heads * d,),
+        **_gated_mlp(model),
+        "post_attention_layernorm.weight": (h,),
+        "post_feedforward_layernorm.weight": (h,),
+    }
+
+
+HF_NAMES = {"olmo2": "Olmo2ForCausalLM"}
+LAYERS: dict[str, Callable[[Dense], dict[str, tuple[int, ...]]]] = {"olmo2": _olmo2_layer}
+MODELS = {"olmo2": Dense("olmo2")}
+
+
+def tensor_shapes(model: Dense) -> dict[str, tuple[int, ...]]:
+    """The checkpoint's tensors: embeddings, each layer's, the final norm, the head."""
+    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (model.vocab, model.hidden)}
+    for layer in range(model.layers):
+        for name, dims in LAYERS[model.kind](model).items():
+            out[f"model.layers.{layer}.{name}"] = dims
+    out["model.norm.weight"] = (model.hidden,)
+    if not model.tied:
+        out["lm_head.weight"] = (model.vocab, model.hidden)
+    return out
+
+
+def random_weights(model: Dense, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random bfloat16 weights of the model's tensors (norms near 1)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, dims in tensor_shapes(model).items():
+        values = rng.standard_normal(dims, dtype=np.float32) * 0.05
+        if "norm" in name:
+            values += 1.0
+        out[name] = values.astype(ml_dtypes.bfloat16)
+    return out
+
+
+def dense_model(kind: str, **changes: Any) -> Dense:
+    """The fixture model of `kind` with `changes`; an `extra` change adds to the defaults."""
+    base = MODELS[kind]
+    if "extra" in changes:
+        changes["extra"] = {**base.extra, **changes["extra"]}
+    return replace(base, **changes)
+
+
+def write_dense(folder: Path, model: Dense) -> tuple[Path, dict[str, np.ndarray]]:
+    """The model's folder (config.json, three safetensors shards) and its weights."""
+    weights = random_weights(model)
+    return write_checkpoint(folder, weights, config_of(model), shards=3), weights
+
+
+def converted(folder: Path, spec: str = "gguf:f32") -> dict[str, np.ndarray]:
+    """The GGUF tensors of `folder` as arrays (q8_0 as its blocks' bytes), in file order."""
+    out: dict[str, Any] = {}
+    lazyparams.convert(spec, folder, out, progress=False)
+    return out
+
+
+def with_bpe_tokenizer(folder: Path, model: Dense, style: str = "llama3") -> Dense:
+    """`model` with the vocab size of a byte-level BPE tokenizer trained into `folder`."""
+    return replace(model, vocab=write_bpe_tokenizer(folder, model.vocab, style))
+
+
+def gguf_file(tmp_path: Path, model: Dense, type_name: str, pre: str = "llama-bpe") -> Any:
+    """Convert `model` with a trained Llama-3 style tokenizer to a file; its gguf-py reader."""
+    folder = tmp_path / model.kind
+    model = with_bpe_tokenizer(folder, model)
+    write_dense(folder, model)
+    dst = tmp_path / f"{model.kind}.gguf"
+    lazyparams.convert(GGUFTarget(type_name, pre=pre), folder, dst, progress=False)
+    return gguf.GGUFReader(dst)
+
+
+def fields_of(reader: Any) -> dict[str, Any]:
+    """A gguf-py reader's KV pairs as Python values, in file order."""
+    return {name: field.contents() for name, field in reader.fields.items()}
