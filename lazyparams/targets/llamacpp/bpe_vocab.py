@@ -9,7 +9,7 @@ llama.cpp's converter computes (table in `bpe_pre`), or from the user. Imports g
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,20 @@ from lazyparams.targets.llamacpp.tokenizer_files import (
 _SENTENCEPIECE_SPACE = "\u2581"
 
 
-def bpe_vocab(writer: Any, model_dir: Path, config: Mapping[str, Any], pre: str | None) -> None:
-    """Record model `gpt2`, pre, tokens, types, merges and the special tokens of tokenizer.json."""
+SpecialIds = Callable[[Any, Path], Mapping[str, int]]
+"""(the loaded tokenizer, its folder) -> special token ids a family's converter sets by hand
+(kind -> id); as there, a kind the folder's files already name keeps their id."""
+
+
+def bpe_vocab(
+    writer: Any,
+    model_dir: Path,
+    config: Mapping[str, Any],
+    pre: str | None,
+    special_ids: SpecialIds | None = None,
+) -> None:
+    """Record model `gpt2`, pre, tokens, types, merges and the special tokens of tokenizer.json
+    (and those `special_ids` gives, where a family's converter sets some by hand)."""
     path = model_dir / "tokenizer.json"
     read_json(path, required=True)
     if json_section(path, "model").get("type") != "BPE":
@@ -43,6 +55,8 @@ def bpe_vocab(writer: Any, model_dir: Path, config: Mapping[str, Any], pre: str 
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     special = special_vocab(model_dir, load_merges=True)
+    for kind, token_id in (special_ids(tokenizer, model_dir) if special_ids else {}).items():
+        special._set_special_token(kind, token_id)
     _bytelevel_add_flags(special, read_json(path))
     special.add_to_gguf(writer, quiet=True)
 

@@ -50,6 +50,10 @@ HParamsWriter = Callable[[Mapping[str, Any], Path, int], Iterable[tuple[str, str
 with its `{arch}.` or `general.` prefix, GGUF value type name, value), in the converter's order:
 for a family whose converter class writes its own keys instead of the shared ones."""
 
+ExtraLayersHook = Callable[[Mapping[str, Any], Path], int]
+"""(config, its path) -> how many layers past the config's count the family writes when the
+checkpoint holds them (multi-token prediction layers the converter keeps)."""
+
 
 @dataclass(frozen=True, slots=True)
 class TensorRule:
@@ -118,7 +122,8 @@ class Architecture:
     table has experts); `extra_layers_skipped` leaves out layers past the config's count, as
     the converter leaves out DeepSeek's multi-token-prediction layers. `hparams_writer`, when
     set, writes every hyperparameter itself (after `config_hook`), in place of the shared keys,
-    `extra_hparams`, `own_hparams` and `hparams_hook`.
+    `extra_hparams`, `own_hparams` and `hparams_hook`. `extra_layers` counts the layers past
+    the config's count that are written when present, each checked as a whole layer.
     """
 
     gguf_arch: str
@@ -134,6 +139,7 @@ class Architecture:
     moe_layers: MoeLayersHook | None = None
     extra_layers_skipped: bool = False
     hparams_writer: HParamsWriter | None = None
+    extra_layers: ExtraLayersHook | None = None
 
 
 @cache

@@ -53,7 +53,8 @@ class ModelShape:
     """The config facts the tensors are checked against, and config.json for tensor hooks.
 
     `heads` and `kv_heads` are the counts llama.cpp will read from the file (after the
-    architecture's config hook); `moe_layers` the layers that hold experts.
+    architecture's config hook); `moe_layers` the layers that hold experts; `extra_layers`
+    how many layers past `layers` are written when the checkpoint holds them.
     """
 
     layers: int
@@ -63,6 +64,7 @@ class ModelShape:
     config_path: Path
     moe_layers: frozenset[int] = frozenset()
     config: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    extra_layers: int = 0
 
 
 def model_shape(arch: Architecture, config: Mapping[str, Any], config_path: Path) -> ModelShape:
@@ -73,8 +75,9 @@ def model_shape(arch: Architecture, config: Mapping[str, Any], config_path: Path
     kv = first_present(written, KV_HEAD_COUNT_KEYS)
     kv_heads = heads if kv is None else _count(written, KV_HEAD_COUNT_KEYS, config_path)
     experts = _count(config, arch.expert_count_keys, config_path) if arch.experts else 0
-    moe = _moe_layers(arch, config, layers, config_path)
-    return ModelShape(layers, heads, kv_heads, experts, config_path, moe, config)
+    extra = arch.extra_layers(config, config_path) if arch.extra_layers is not None else 0
+    moe = _moe_layers(arch, config, layers + extra, config_path)
+    return ModelShape(layers, heads, kv_heads, experts, config_path, moe, config, extra)
 
 
 def _count(config: Mapping[str, Any], keys: tuple[str, ...], config_path: Path) -> int:
@@ -131,10 +134,10 @@ def _matches(arch: Architecture, name: str, shape: ModelShape) -> list[_Match]:
             continue
         groups = match.groupdict()
         bid = int(groups["bid"]) if "bid" in groups else None
-        if bid is not None and bid >= shape.layers:
+        if bid is not None and bid >= shape.layers + shape.extra_layers:
             raise ConvertError(
                 f"tensor {name!r} is in layer {bid}, but {shape.config_path} says the model "
-                f"has {shape.layers} layers"
+                f"has {shape.layers + shape.extra_layers} layers"
             )
         found.append((rule, bid, int(groups["xid"]) if "xid" in groups else None))
     if not found:
@@ -174,10 +177,12 @@ def _gguf_name(template: str, bid: int | None) -> str:
 
 def _check_required(arch: Architecture, found: list[Planned], shape: ModelShape) -> None:
     present = {(planned.rule, planned.bid) for planned in found}
+    # a layer past the config's count is checked as a whole where the checkpoint has it
+    kept = sorted({p.bid for p in found if p.bid is not None and p.bid >= shape.layers})
     for rule in arch.tensors:
         if not rule.required:
             continue
-        for bid in _layers_of(rule, shape) if rule.per_layer else (None,):
+        for bid in _layers_of(rule, shape, kept) if rule.per_layer else (None,):
             if (rule, bid) not in present:
                 hf = _gguf_name(rule.hf, bid)
                 raise ConvertError(
@@ -186,11 +191,11 @@ def _check_required(arch: Architecture, found: list[Planned], shape: ModelShape)
                 )
 
 
-def _layers_of(rule: TensorRule, shape: ModelShape) -> list[int]:
-    """The layers a per-layer rule applies to: all, or those of its kind."""
-    return [
-        b for b in range(shape.layers) if not rule.layers or _layer_kind(b, shape) == rule.layers
-    ]
+def _layers_of(rule: TensorRule, shape: ModelShape, kept: list[int]) -> list[int]:
+    """The layers a per-layer rule applies to (the config's and the `kept` ones past them):
+    all, or those of its kind."""
+    layers = [*range(shape.layers), *kept]
+    return [b for b in layers if not rule.layers or _layer_kind(b, shape) == rule.layers]
 
 
 def _stacked(
@@ -198,9 +203,11 @@ def _stacked(
 ) -> dict[int, list[Planned]]:
     """Layer -> its stacked expert outputs, each checked to hold experts 0..n-1."""
     by_layer: dict[int, list[Planned]] = {}
-    for bid in range(shape.layers if arch.experts else 0):
+    for bid in range(shape.layers + shape.extra_layers if arch.experts else 0):
         for index, rule in enumerate(arch.experts):
             members = experts.get((index, bid), {})
+            if bid >= shape.layers and not members:
+                continue  # a layer past the config's count that the checkpoint does not hold
             if bid not in shape.moe_layers:
                 _refuse_dense_experts(rule, bid, members, shape)
                 continue
