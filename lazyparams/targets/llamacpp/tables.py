@@ -124,6 +124,10 @@ class Architecture:
     set, writes every hyperparameter itself (after `config_hook`), in place of the shared keys,
     `extra_hparams`, `own_hparams` and `hparams_hook`. `extra_layers` counts the layers past
     the config's count that are written when present, each checked as a whole layer.
+
+    `llama3_rope_freqs` writes llama 3's rope frequency factors (`rope_freqs.weight`) for a
+    config whose rope type is llama3, as the converter's classes that generate them do (its
+    llama class always does).
     """
 
     gguf_arch: str
@@ -138,6 +142,7 @@ class Architecture:
     hparams_hook: HParamsHook | None = None
     moe_layers: MoeLayersHook | None = None
     extra_layers_skipped: bool = False
+    llama3_rope_freqs: bool = False
     hparams_writer: HParamsWriter | None = None
     extra_layers: ExtraLayersHook | None = None
 

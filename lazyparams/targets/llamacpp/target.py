@@ -192,7 +192,9 @@ def _check_embeddings(model: Model, params: Mapping[str, Tensor]) -> None:
 
 
 def _extra_tensors(model: Model) -> dict[str, Any]:
-    """Tensors llama.cpp generates from the config: llama 3's rope frequency factors."""
+    """Tensors llama.cpp generates from the config: llama 3's rope frequency factors (llama,
+    and the families whose table asks for them)."""
     config, path = model.folder.require_config("the gguf recipe")
-    factors = llama3_rope_factors(config, path) if model.arch.gguf_arch == "llama" else None
+    wanted = model.arch.llama3_rope_freqs or model.arch.gguf_arch == "llama"
+    factors = llama3_rope_factors(config, path) if wanted else None
     return {} if factors is None else {ROPE_FREQS: factors}
