@@ -166,7 +166,7 @@ def output_dtypes(
         n_head=shape.heads,
         n_head_kv=shape.kv_heads,
         n_expert=shape.experts,
-        n_layer=shape.layers,
+        n_layer=shape.layers + shape.extra_layers,  # block_count, kept layers included
         arch=model.arch.gguf_arch,
     )
     return types
