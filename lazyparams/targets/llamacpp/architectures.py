@@ -12,6 +12,7 @@ from typing import Any
 from lazyparams.errors import ConvertError
 from lazyparams.targets.llamacpp import (
     deepseek2,
+    glm4moe,
     llama,
     mixtral,
     olmo2,
@@ -31,6 +32,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     qwen3moe.ARCH,
     deepseek2.ARCH,
     olmo2.ARCH,
+    glm4moe.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names

@@ -16,6 +16,7 @@ import gguf
 
 from lazyparams.errors import ConvertError
 from lazyparams.targets.llamacpp.bpe_vocab import bpe_vocab
+from lazyparams.targets.llamacpp.glm4moe import glm_vocab
 from lazyparams.targets.llamacpp.spm_vocab import sentencepiece_vocab
 from lazyparams.targets.llamacpp.tokenizer_files import (
     json_section,
@@ -111,4 +112,6 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "deepseek2": bpe_vocab,
     # OLMo 2 ships a byte-level BPE tokenizer.json (the converter's default vocabulary)
     "olmo2": bpe_vocab,
+    # GLM-4.5: byte-level BPE, its BOS/EOT/EOM set by their text as the converter does
+    "glm4moe": glm_vocab,
 }

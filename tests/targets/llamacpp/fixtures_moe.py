@@ -1,0 +1,164 @@
+"""Fixtures of the GLM-4.5 (glm4moe), ERNIE-4.5-MoE, OLMoE, Llama-4 (text) and GPT-OSS families:
+config.json as transformers writes it, tensors in the checkpoint's layout (per-expert tensors,
+or the fused expert tensors Llama-4 and GPT-OSS ship), and GLM's tokenizer with the special
+tokens its converter looks up. Builds on hf_fixtures and tokenizer_fixtures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tokenizer_fixtures import _added_token, write_bpe_tokenizer
+
+GLM_SPECIALS = ["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"]
+"""The added tokens GLM-4.5's converter reads by name (bos, eot, eom) besides <|endoftext|>."""
+
+
+def write_glm_tokenizer(folder: Path, vocab_size: int) -> int:
+    """A byte-level BPE tokenizer.json (Qwen2's split) with GLM-4.5's added special tokens;
+    returns its vocab size."""
+    from tokenizers import Tokenizer
+
+    write_bpe_tokenizer(folder, vocab_size - len(GLM_SPECIALS), "qwen2")
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer.add_special_tokens(GLM_SPECIALS)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    config_path = folder / "tokenizer_config.json"
+    config: dict[str, Any] = json.loads(config_path.read_text(encoding="utf-8"))
+    for text in GLM_SPECIALS:
+        config["added_tokens_decoder"][str(tokenizer.token_to_id(text))] = _added_token(text)
+    config.update(eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    config["additional_special_tokens"] = GLM_SPECIALS
+    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    return int(tokenizer.get_vocab_size(with_added_tokens=True))
+
+
+HIDDEN, HEADS, KV_HEADS, LAYERS, EXPERTS, VOCAB = 64, 4, 2, 3, 4, 320
+_ATTENTION_NAMES = ("q", "k", "v", "o")
+
+
+def _config(arch: str, model_type: str, **extra: Any) -> dict[str, Any]:
+    """config.json as transformers 5 writes it: the shared keys, then the family's."""
+    return {
+        "architectures": [arch],
+        "hidden_act": "silu",
+        "hidden_size": HIDDEN,
+        "max_position_embeddings": 4096,
+        "model_type": model_type,
+        "num_attention_heads": HEADS,
+        "num_hidden_layers": LAYERS,
+        "num_key_value_heads": KV_HEADS,
+        "rms_norm_eps": 1e-05,
+        "tie_word_embeddings": False,
+        "transformers_version": "5.25.0",
+        "vocab_size": VOCAB,
+        **extra,
+    }
+
+
+def _attention(prefix: str, head_dim: int, bias: bool = False) -> dict[str, tuple[int, ...]]:
+    """q/k/v/o projections of a layer (and q/k/v biases)."""
+    rows = {"q": HEADS * head_dim, "k": KV_HEADS * head_dim, "v": KV_HEADS * head_dim}
+    out: dict[str, tuple[int, ...]] = {}
+    for p in _ATTENTION_NAMES:
+        out[f"{prefix}.self_attn.{p}_proj.weight"] = (
+            (HIDDEN, HEADS * head_dim) if p == "o" else (rows[p], HIDDEN)
+        )
+        if bias and p != "o":
+            out[f"{prefix}.self_attn.{p}_proj.bias"] = (rows[p],)
+    return out
+
+
+def _mlp(prefix: str, width: int) -> dict[str, tuple[int, ...]]:
+    """gate/up/down projections of width `width` under `prefix`."""
+    return {
+        f"{prefix}.gate_proj.weight": (width, HIDDEN),
+        f"{prefix}.up_proj.weight": (width, HIDDEN),
+        f"{prefix}.down_proj.weight": (HIDDEN, width),
+    }
+
+
+def _experts(prefix: str, width: int) -> dict[str, tuple[int, ...]]:
+    """Per-expert gate/up/down projections, expert by expert."""
+    out: dict[str, tuple[int, ...]] = {}
+    for x in range(EXPERTS):
+        out.update(_mlp(f"{prefix}.experts.{x}", width))
+    return out
+
+
+def _outer(tied: bool = False) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+    """The embedding (first) and the final norm and lm_head (last)."""
+    last: dict[str, tuple[int, ...]] = {"model.norm.weight": (HIDDEN,)}
+    if not tied:
+        last["lm_head.weight"] = (VOCAB, HIDDEN)
+    return {"model.embed_tokens.weight": (VOCAB, HIDDEN)}, last
+
+
+GLM_HEAD_DIM, GLM_FFN, GLM_MOE_FFN = 32, 160, 32
+
+
+def glm4moe_layout(mtp: bool = False) -> tuple[dict[str, Any], dict[str, tuple[int, ...]]]:
+    """GLM-4.5: one dense lead layer, then experts (and, with `mtp`, the prediction layer 3)."""
+    config = _config(
+        "Glm4MoeForCausalLM",
+        "glm4_moe",
+        attention_bias=True,
+        first_k_dense_replace=1,
+        head_dim=GLM_HEAD_DIM,
+        intermediate_size=GLM_FFN,
+        moe_intermediate_size=GLM_MOE_FFN,
+        n_group=1,
+        n_routed_experts=EXPERTS,
+        n_shared_experts=1,
+        norm_topk_prob=True,
+        num_experts_per_tok=2,
+        num_nextn_predict_layers=1,
+        rope_parameters={
+            "partial_rotary_factor": 0.5,
+            "rope_theta": 10000.0,
+            "rope_type": "default",
+        },
+        routed_scaling_factor=2.5,
+        topk_group=1,
+        use_qk_norm=True,
+    )
+    first, last = _outer()
+    layers: dict[str, tuple[int, ...]] = {}
+    for i in range(LAYERS + int(mtp)):
+        p = f"model.layers.{i}"
+        layers[f"{p}.input_layernorm.weight"] = (HIDDEN,)
+        layers.update(_attention(p, GLM_HEAD_DIM, bias=True))
+        layers[f"{p}.self_attn.q_norm.weight"] = (GLM_HEAD_DIM,)
+        layers[f"{p}.self_attn.k_norm.weight"] = (GLM_HEAD_DIM,)
+        if i == 0:
+            layers.update(_mlp(f"{p}.mlp", GLM_FFN))
+        else:
+            layers[f"{p}.mlp.gate.weight"] = (EXPERTS, HIDDEN)
+            layers[f"{p}.mlp.gate.e_score_correction_bias"] = (EXPERTS,)
+            layers.update(_experts(f"{p}.mlp", GLM_MOE_FFN))
+            layers.update(_mlp(f"{p}.mlp.shared_experts", GLM_MOE_FFN))
+        layers[f"{p}.post_attention_layernorm.weight"] = (HIDDEN,)
+        if i == LAYERS:
+            layers[f"{p}.eh_proj.weight"] = (HIDDEN, 2 * HIDDEN)
+            layers[f"{p}.embed_tokens.weight"] = (VOCAB, HIDDEN)
+            layers[f"{p}.enorm.weight"] = (HIDDEN,)
+            layers[f"{p}.hnorm.weight"] = (HIDDEN,)
+            layers[f"{p}.shared_head.head.weight"] = (VOCAB, HIDDEN)
+            layers[f"{p}.shared_head.norm.weight"] = (HIDDEN,)
+    return config, {**first, **layers, **last}
+
+
+def random_tensors(shapes: dict[str, tuple[int, ...]], seed: int = 0) -> dict[str, Any]:
+    """bfloat16 random weights of the shapes (norms near 1)."""
+    import ml_dtypes
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, dims in shapes.items():
+        values = rng.standard_normal(dims, dtype=np.float32) * 0.05
+        if "norm" in name:
+            values += 1.0
+        out[name] = values.astype(ml_dtypes.bfloat16)
+    return out
