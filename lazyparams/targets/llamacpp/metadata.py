@@ -35,12 +35,16 @@ def typed(kind: str, value: Any) -> GGUFValue:
 
 
 def general_metadata(
-    folder: Path, arch: str, counts: tuple[int, int, int, int]
+    folder: Path,
+    arch: str,
+    counts: tuple[int, int, int, int],
+    early: Mapping[str, GGUFValue] | None = None,
 ) -> dict[str, GGUFValue]:
     """`general.architecture`, `general.type` and gguf-py's `general.*` from the folder and
     model card; `counts` are (total, shared, expert, experts) parameters, as llama.cpp counts
-    them, for the size label."""
+    them, for the size label. `early` keys (`early_hparams`) come between the first two."""
     writer = gguf.GGUFWriter(path=None, arch=arch)
+    writer.kv_data[0].update(early or {})
     writer.add_type(gguf.GGUFType.MODEL)
     meta = gguf.Metadata.load(None, folder, None, counts[0])
     meta.name = meta.name or folder.name
@@ -67,6 +71,19 @@ def parameter_counts(outputs: Sequence[tuple[str, tuple[int, ...]]]) -> tuple[in
         else:
             shared += size
     return total, shared, expert, experts // expert_tensors if expert_tensors else 0
+
+
+def early_hparams(
+    arch: Architecture, config: Mapping[str, Any], config_path: Path
+) -> dict[str, GGUFValue]:
+    """The `{arch}.*` keys the converter writes as it makes the tensors it computes from the
+    config, before any other metadata (the family's `early_hparams`)."""
+    if arch.early_hparams is None:
+        return {}
+    if arch.config_hook is not None:
+        config = arch.config_hook(config)
+    written = arch.early_hparams(config, config_path)
+    return {f"{arch.gguf_arch}.{key}": typed(kind, value) for key, kind, value in written}
 
 
 def model_hparams(

@@ -54,6 +54,10 @@ ExtraLayersHook = Callable[[Mapping[str, Any], Path], int]
 """(config, its path) -> how many layers past the config's count the family writes when the
 checkpoint holds them (multi-token prediction layers the converter keeps)."""
 
+ExtraTensorsHook = Callable[[Mapping[str, Any], Path], Mapping[str, Any]]
+"""(config, its path) -> GGUF name -> float32 numpy vector the converter computes from the
+config and writes before the checkpoint's tensors (Phi-3's long-context rope factors)."""
+
 
 @dataclass(frozen=True, slots=True)
 class TensorRule:
@@ -128,6 +132,10 @@ class Architecture:
     `llama3_rope_freqs` writes llama 3's rope frequency factors (`rope_freqs.weight`) for a
     config whose rope type is llama3, as the converter's classes that generate them do (its
     llama class always does).
+
+    `extra_tensors` computes further tensors from the config, written first in F32;
+    `early_hparams` yields keys (as `hparams_hook` does) that the converter writes while it
+    makes those tensors, so they follow `general.architecture`, before `general.type`.
     """
 
     gguf_arch: str
@@ -145,6 +153,8 @@ class Architecture:
     llama3_rope_freqs: bool = False
     hparams_writer: HParamsWriter | None = None
     extra_layers: ExtraLayersHook | None = None
+    extra_tensors: ExtraTensorsHook | None = None
+    early_hparams: HParamsHook | None = None
 
 
 @cache

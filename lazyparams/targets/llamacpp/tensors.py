@@ -74,7 +74,9 @@ def model_shape(arch: Architecture, config: Mapping[str, Any], config_path: Path
     heads = _count(written, HEAD_COUNT_KEYS, config_path)
     kv = first_present(written, KV_HEAD_COUNT_KEYS)
     kv_heads = heads if kv is None else _count(written, KV_HEAD_COUNT_KEYS, config_path)
-    experts = _count(config, arch.expert_count_keys, config_path) if arch.experts else 0
+    # a family may store its experts stacked already: it names the count key, no ExpertRule
+    counted = arch.experts or arch.expert_count_keys
+    experts = _count(config, arch.expert_count_keys, config_path) if counted else 0
     extra = arch.extra_layers(config, config_path) if arch.extra_layers is not None else 0
     moe = _moe_layers(arch, config, layers + extra, config_path)
     return ModelShape(layers, heads, kv_heads, experts, config_path, moe, config, extra)
