@@ -20,6 +20,7 @@ from lazyparams.targets.llamacpp import (
     qwen2moe,
     qwen3,
     qwen3moe,
+    smollm3,
 )
 from lazyparams.targets.llamacpp.tables import Architecture
 
@@ -33,6 +34,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     deepseek2.ARCH,
     olmo2.ARCH,
     glm4moe.ARCH,
+    smollm3.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names

@@ -112,6 +112,8 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "deepseek2": bpe_vocab,
     # OLMo 2 ships a byte-level BPE tokenizer.json (the converter's default vocabulary)
     "olmo2": bpe_vocab,
+    # SmolLM3 is llama to the converter: its vocabulary rules and quirks
+    "smollm3": _llama_vocab,
     # GLM-4.5: byte-level BPE, its BOS/EOT/EOM set by their text as the converter does
     "glm4moe": glm_vocab,
 }

@@ -104,9 +104,25 @@ def _olmo2_layer(model: Dense) -> dict[str, tuple[int, ...]]:
     }
 
 
-HF_NAMES = {"olmo2": "Olmo2ForCausalLM"}
-LAYERS: dict[str, Callable[[Dense], dict[str, tuple[int, ...]]]] = {"olmo2": _olmo2_layer}
-MODELS = {"olmo2": Dense("olmo2")}
+def _llama_layer(model: Dense) -> dict[str, tuple[int, ...]]:
+    return {
+        "input_layernorm.weight": (model.hidden,),
+        **_llama_attention(model),
+        **_gated_mlp(model),
+        "post_attention_layernorm.weight": (model.hidden,),
+    }
+
+
+HF_NAMES = {"olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
+LAYERS: dict[str, Callable[[Dense], dict[str, tuple[int, ...]]]] = {
+    "olmo2": _olmo2_layer,
+    "smollm3": _llama_layer,
+}
+_SMOLLM3 = {"no_rope_layer_interval": 4, "no_rope_layers": [1, 1, 1, 0], "rope_theta": 5000000.0}
+MODELS = {
+    "olmo2": Dense("olmo2"),
+    "smollm3": Dense("smollm3", layers=4, tied=True, extra=_SMOLLM3),
+}
 
 
 def tensor_shapes(model: Dense) -> dict[str, tuple[int, ...]]:
