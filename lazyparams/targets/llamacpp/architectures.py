@@ -16,6 +16,7 @@ from lazyparams.targets.llamacpp import (
     llama,
     mixtral,
     olmo2,
+    olmoe,
     qwen2,
     qwen2moe,
     qwen3,
@@ -34,6 +35,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     deepseek2.ARCH,
     olmo2.ARCH,
     glm4moe.ARCH,
+    olmoe.ARCH,
     smollm3.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {

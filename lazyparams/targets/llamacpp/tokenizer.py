@@ -116,4 +116,6 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "smollm3": _llama_vocab,
     # GLM-4.5: byte-level BPE, its BOS/EOT/EOM set by their text as the converter does
     "glm4moe": glm_vocab,
+    # OLMoE: byte-level BPE (the converter's default vocabulary)
+    "olmoe": bpe_vocab,
 }

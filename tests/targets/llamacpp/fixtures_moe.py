@@ -162,3 +162,33 @@ def random_tensors(shapes: dict[str, tuple[int, ...]], seed: int = 0) -> dict[st
             values += 1.0
         out[name] = values.astype(ml_dtypes.bfloat16)
     return out
+
+
+OLMOE_FFN = 32
+
+
+def olmoe_layout() -> tuple[dict[str, Any], dict[str, tuple[int, ...]]]:
+    """OLMoE: every layer a mixture of experts; q/k norms over the whole projection."""
+    config = _config(
+        "OlmoeForCausalLM",
+        "olmoe",
+        intermediate_size=OLMOE_FFN,
+        norm_topk_prob=False,
+        num_experts=EXPERTS,
+        num_experts_per_tok=2,
+        rms_norm_eps=1e-06,
+        rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
+    )
+    dim = HIDDEN // HEADS
+    first, last = _outer()
+    layers: dict[str, tuple[int, ...]] = {}
+    for i in range(LAYERS):
+        p = f"model.layers.{i}"
+        layers[f"{p}.input_layernorm.weight"] = (HIDDEN,)
+        layers.update(_experts(f"{p}.mlp", OLMOE_FFN))
+        layers[f"{p}.mlp.gate.weight"] = (EXPERTS, HIDDEN)
+        layers[f"{p}.post_attention_layernorm.weight"] = (HIDDEN,)
+        layers.update(_attention(p, dim))
+        layers[f"{p}.self_attn.q_norm.weight"] = (HEADS * dim,)
+        layers[f"{p}.self_attn.k_norm.weight"] = (KV_HEADS * dim,)
+    return config, {**first, **layers, **last}
