@@ -136,6 +136,9 @@ class Architecture:
     `extra_tensors` computes further tensors from the config, written first in F32;
     `early_hparams` yields keys (as `hparams_hook` does) that the converter writes while it
     makes those tensors, so they follow `general.architecture`, before `general.type`.
+
+    `skipped_prefixes` leaves out tensors whose names start so, as `skipped` those that end so
+    (ERNIE's multi-token-prediction tensors, outside the layers).
     """
 
     gguf_arch: str
@@ -155,6 +158,7 @@ class Architecture:
     extra_layers: ExtraLayersHook | None = None
     extra_tensors: ExtraTensorsHook | None = None
     early_hparams: HParamsHook | None = None
+    skipped_prefixes: tuple[str, ...] = ()
 
 
 @cache

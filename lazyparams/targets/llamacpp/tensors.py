@@ -127,7 +127,8 @@ _LAYER_PREFIX = re.compile(r"model\.layers\.(\d+)\.")
 
 def _matches(arch: Architecture, name: str, shape: ModelShape) -> list[_Match]:
     """The rules `name` falls under (several: a split), or none for a skipped tensor."""
-    if name.endswith(arch.skipped) or _past_last_layer(arch, name, shape):
+    skipped = name.endswith(arch.skipped) or name.startswith(arch.skipped_prefixes)
+    if skipped or _past_last_layer(arch, name, shape):
         return []
     found: list[_Match] = []
     for pattern, rule in compiled_rules(arch):
