@@ -102,6 +102,7 @@ class GGUFTarget:
     ) -> dict[str, GGUFValue]:
         """Every KV pair llama.cpp's converter writes for this model, in its order."""
         from lazyparams.targets.llamacpp.metadata import (
+            early_hparams,
             general_metadata,
             model_hparams,
             parameter_counts,
@@ -114,7 +115,9 @@ class GGUFTarget:
         model = self.resolve(folder, inputs)
         config, path = folder.require_config("the gguf recipe")
         shapes = [(info.name, tuple(info.shape)) for info in outputs]
-        meta = general_metadata(folder.path, model.arch.gguf_arch, parameter_counts(shapes))
+        counts = parameter_counts(shapes)
+        early = early_hparams(model.arch, config, path)
+        meta = general_metadata(folder.path, model.arch.gguf_arch, counts, early)
         meta.update(model_hparams(model.arch, config, path, model.out.file_type))
         meta.update(tokenizer_metadata(folder.path, config, model.arch.gguf_arch, pre=self.pre))
         return meta if model.out.dtype is not None else as_quantized(meta, model.out.file_type)
@@ -193,8 +196,11 @@ def _check_embeddings(model: Model, params: Mapping[str, Tensor]) -> None:
 
 def _extra_tensors(model: Model) -> dict[str, Any]:
     """Tensors llama.cpp generates from the config: llama 3's rope frequency factors (llama,
-    and the families whose table asks for them)."""
+    and the families whose table asks for them), then the family's `extra_tensors`."""
     config, path = model.folder.require_config("the gguf recipe")
     wanted = model.arch.llama3_rope_freqs or model.arch.gguf_arch == "llama"
     factors = llama3_rope_factors(config, path) if wanted else None
-    return {} if factors is None else {ROPE_FREQS: factors}
+    out: dict[str, Any] = {} if factors is None else {ROPE_FREQS: factors}
+    if model.arch.extra_tensors is not None:
+        out.update(model.arch.extra_tensors(config, path))
+    return out
