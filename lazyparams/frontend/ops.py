@@ -191,6 +191,16 @@ def take_along_axis(x: Tensor, indices: Any, axis: int) -> Tensor:
     return Tensor(x.tracer, var)
 
 
+def unpack_bits(x: Tensor, bits: int, axis: int = -1, dtype: str = "int8") -> Tensor:
+    """The `bits`-bit fields of each int32 of x along `axis`, lowest bits first, as unsigned
+    values in `dtype` (the axis grows by 32 / bits): how GPTQ and compressed-tensors pack
+    weights and zero points."""
+    x = tensor_operand(x, "unpack_bits")
+    at = _axis(axis, x.ndim, "unpack_bits")
+    attrs = {"bits": bits, "axis": at, "dtype": dtype}
+    return Tensor(x.tracer, x.tracer.emit_op("unpack_bits", (x.var,), attrs, "unpack_bits"))
+
+
 # Element types and arithmetic --------------------------------------------------------------------
 
 
@@ -392,6 +402,7 @@ __all__ = [
     "take",
     "take_along_axis",
     "transpose",
+    "unpack_bits",
     "zeros",
     "zeros_like",
 ]

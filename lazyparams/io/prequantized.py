@@ -2,7 +2,8 @@
 times scales, read and checked key by key before any tensor is.
 
 Supported: `fp8` (`X.weight` in float8 times `X.weight_scale_inv`, per block of
-`weight_block_size` or broadcast per tensor / per channel) and `compressed-tensors` in the
+`weight_block_size` or broadcast per tensor / per channel), `gptq` (packed 2-, 4- and 8-bit
+weights with group scales and zero points) and `compressed-tensors` in the
 float-, int- and naive-quantized formats (`X.weight` times `X.weight_scale`; channel, tensor,
 group and block strategies). Activation settings need nothing: their tensors (input scales) are
 dropped. Anything else is one error naming config.json and the supported kinds. What the tensors
@@ -21,6 +22,7 @@ from lazyparams.errors import CheckpointError
 KEY = "quantization_config"
 SUPPORTED = (
     "fp8 (weight_block_size, or per-tensor scales)",
+    "gptq (2, 4 or 8 bits; checkpoint_format gptq or gptq_v2)",
     "compressed-tensors (float-quantized, int-quantized, naive-quantized; channel, tensor, "
     "group or block strategy)",
 )
@@ -52,7 +54,27 @@ class ScaledWeights:
     """False for a scheme that quantizes activations only: no weight has a scale."""
 
 
-def read_quantization(config: Mapping[str, Any], path: Path) -> ScaledWeights | None:
+@dataclass(frozen=True, slots=True)
+class PackedWeights:
+    """Weights packed as GPTQ packs them: `X.qweight` (int32 words of `bits`-bit fields along
+    the input axis), `X.qzeros` (fields along the output axis), `X.scales` (one row per
+    group) and `X.g_idx` (each input index's group). `offset_zeros`: the original format
+    stores each zero point less one (gptq_v2 stores it as it is)."""
+
+    method: str
+    where: str
+    bits: int
+    offset_zeros: bool
+    parts: tuple[str, ...] = (".qweight", ".qzeros", ".scales", ".g_idx")
+
+
+GPTQ_BITS = (2, 4, 8)
+GPTQ_FORMATS = ("gptq", "gptq_v2")
+
+
+def read_quantization(
+    config: Mapping[str, Any], path: Path
+) -> ScaledWeights | PackedWeights | None:
     """The checked `quantization_config` of a config.json at `path`, or None when it has
     none; CheckpointError naming the key for any kind or option not supported."""
     raw = config.get(KEY)
@@ -66,6 +88,8 @@ def read_quantization(config: Mapping[str, Any], path: Path) -> ScaledWeights | 
         return _fp8(raw, where)
     if method == "compressed-tensors":
         return _compressed_tensors(raw, where)
+    if method == "gptq":
+        return _gptq(raw, where)
     raise CheckpointError(
         f"{where}: quant_method {method!r} is not supported; expected one of: "
         + "; ".join(SUPPORTED)
@@ -80,6 +104,25 @@ def _fp8(raw: Mapping[str, Any], where: str) -> ScaledWeights:
     block = raw.get("weight_block_size")
     checked = None if block is None else block_size(block, f"{where}.weight_block_size")
     return ScaledWeights("fp8", where, "_scale_inv", checked, FP8_DROPPED)
+
+
+def _gptq(raw: Mapping[str, Any], where: str) -> PackedWeights:
+    """gptq: `bits` of 2, 4 or 8 (3-bit words straddle int32s: not supported, nor by
+    llama.cpp's converter), `checkpoint_format` gptq (zero points stored less one) or
+    gptq_v2; group size and act-order live in the tensors (scales, g_idx)."""
+    bits = raw.get("bits")
+    if type(bits) is not int or bits not in GPTQ_BITS:
+        raise CheckpointError(
+            f"{where}.bits: {bits!r} is not supported; expected one of "
+            + ", ".join(map(str, GPTQ_BITS))
+        )
+    fmt = raw.get("checkpoint_format", "gptq")
+    if fmt not in GPTQ_FORMATS:
+        raise CheckpointError(
+            f"{where}.checkpoint_format: {fmt!r} is not supported; expected one of "
+            + ", ".join(GPTQ_FORMATS)
+        )
+    return PackedWeights("gptq", where, bits, fmt == "gptq")
 
 
 def block_size(value: Any, where: str) -> tuple[int, int]:

@@ -55,6 +55,7 @@ from lazyparams.op.quantize import dequantize_int4, dequantize_int8, quantize_in
 from lazyparams.op.rank import rank_mask, sort_rank
 from lazyparams.op.reduce import max, mean, min, sum
 from lazyparams.op.unary import abs, acos, cos, exp, log, negative, sign, sin, sqrt, square
+from lazyparams.op.unpack import unpack_bits
 
 __all__ = [
     "SINFO_ARG_KEYWORDS",
@@ -127,6 +128,7 @@ __all__ = [
     "take",
     "take_along_axis",
     "typed_call",
+    "unpack_bits",
     "where",
     "zeros",
 ]

@@ -210,6 +210,21 @@ def _take_along_axis(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
     return np.asarray(np.take_along_axis(x, indices, axis=_norm_axis(attrs["axis"], x.ndim)))
 
 
+@kernel("unpack_bits")
+def _unpack_bits(ops: Sequence[Any], attrs: Mapping[str, Any]) -> Array:
+    """Each int32 of x as 32 / bits fields along `axis`, lowest bits first: field k of a word
+    is (word >> bits * k) & (2**bits - 1), placed at index word_index * (32 / bits) + k."""
+    x = np.asarray(ops[0])
+    if x.dtype != np.int32:
+        raise RuntimeExecError(f"R.unpack_bits: expected x of dtype int32, got {x.dtype}")
+    bits, axis = int(attrs["bits"]), _norm_axis(attrs["axis"], x.ndim)
+    shifts = np.arange(0, 32, bits, dtype=np.int32)
+    moved = np.moveaxis(x, axis, -1)[..., None]
+    fields = (moved >> shifts) & np.int32((1 << bits) - 1)
+    fields = fields.reshape(*moved.shape[:-2], moved.shape[-2] * len(shifts))
+    return np.ascontiguousarray(np.moveaxis(fields, -1, axis).astype(attrs["dtype"]))
+
+
 # Arithmetic ----------------------------------------------------------------------------------
 
 

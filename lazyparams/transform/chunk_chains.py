@@ -45,6 +45,7 @@ from lazyparams.transform.chunk_splits import (
     GATHERS,
     REDUCTIONS,
     UNARY,
+    UNPACKS,
     Split,
     fits,
     row_bytes_of,
@@ -52,10 +53,10 @@ from lazyparams.transform.chunk_splits import (
     step_split,
 )
 
-JOINS = ELEMENTWISE | {"matmul"}
+JOINS = ELEMENTWISE | {"matmul"} | GATHERS
 """The steps whose other operands may be loads joining the chain, or free operands (the
-whole right operand of a matmul whose rows come from the chain)."""
-STEP_OPS = ELEMENTWISE | UNARY | REDUCTIONS | BLOCK_STEPS | JOINS | GATHERS
+whole right operand of a matmul whose rows come from the chain, a gather's indices)."""
+STEP_OPS = ELEMENTWISE | UNARY | REDUCTIONS | BLOCK_STEPS | JOINS | UNPACKS
 STEP_OPS |= {"permute_dims", "quantize_int8", "quantize_int4"}
 STEP_OPS |= {"layout_cast"}  # of one tensor (no join): a permutation and a cast
 SET_ROWS = "set_item_rows"
@@ -240,9 +241,11 @@ class _Finder:
             for var in free - before:
                 if shape_of(var) != shape_of(binding.var) or _is_op(binding, "matmul"):
                     continue  # a broadcast operand (a matmul's right one) stays whole, free
-                upstream = self._upstream(var, values, free)
-                if upstream is None:
+                trial = set(free)
+                upstream = self._upstream(var, values, trial)
+                if upstream is None or not self._aligned(upstream, start):
                     continue
+                free |= trial
                 free.discard(var)
                 members.update(upstream)
                 loads.update(at for at in upstream if self._joins(self.live.bindings[at].var))
@@ -276,6 +279,9 @@ class _Finder:
         elif _is_op(binding, "matmul") and isinstance(value, Call):
             operands = value.args[:1]
             free.update(a for a in value.args[1:] if isinstance(a, Var) and a not in values)
+        elif isinstance(value, Call) and _cuts_rows(value):
+            operands = ()  # the gathered table is taken whole and cut per block
+            free.update(a for a in value.args[:1] if isinstance(a, Var) and a not in values)
         elif isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in STEP_OPS:
             operands = value.args
         else:
@@ -286,7 +292,7 @@ class _Finder:
                 continue
             if not isinstance(operand, Var):
                 return None
-            if not _same_rows(operand, var):
+            if not _same_rows(operand, var, _row_axis(value)):
                 free.add(operand)  # a broadcast operand (a scalar, a norm): taken whole
                 continue
             inner = self._upstream(operand, values, free)
@@ -294,6 +300,23 @@ class _Finder:
                 return None
             found |= inner
         return found
+
+    def _aligned(self, upstream: set[int], start: int) -> bool:
+        """Whether every load among `upstream` could split with the load at `start`: of its
+        rank, with its extent along some axis. A load that cannot (GPTQ's packed zero points,
+        a whole table a gather cuts per block) stays whole, a free operand, rather than
+        making the whole chain unsplittable."""
+        first = self._load(self.live.bindings[start])
+        assert first is not None
+        want = first[1].static_shape or ()
+        for at in upstream:
+            found = self._load(self.live.bindings[at])
+            if found is None:
+                continue
+            shape = found[1].static_shape or ()
+            if len(shape) != len(want) or not any(map(int.__eq__, shape, want)):
+                return False
+        return True
 
     def _joins(self, var: Var) -> bool:
         """Whether `var` is a load that may join a chain (a plain `get_item` outside
@@ -330,10 +353,33 @@ class _Finder:
         return "outside"
 
 
-def _same_rows(operand: Var, var: Var) -> bool:
-    """Whether `operand` has as many rows as `var` (so it runs in the same blocks)."""
+def _same_rows(operand: Var, var: Var, axis: int = 0) -> bool:
+    """Whether `operand` has as many indices along `axis` as `var` has rows (so it runs in
+    the same blocks)."""
     a, b = shape_of(operand), shape_of(var)
-    return bool(a) and bool(b) and a[0] == b[0]  # type: ignore[index]
+    return bool(a) and bool(b) and len(a) > axis and a[axis] == b[0]  # type: ignore[arg-type,index]
+
+
+def _cuts_rows(call: Call) -> bool:
+    """Whether `call` gathers the rows of a table by one constant index per row of its result
+    (`take_along_axis(x, index, 0)`), so that each block gathers its own rows of a whole x."""
+    if not isinstance(call.op, Op) or call.op.name not in GATHERS:
+        return False
+    indices, out = call.args[1], shape_of(call)
+    if not isinstance(indices, Constant) or not out or call.attrs.get("axis") != 0:
+        return False
+    return bool(indices.data.ndim) and indices.data.shape[0] == out[0] > 1
+
+
+def _row_axis(value: object) -> int:
+    """The operand axis that becomes a step's rows: 0, but for a transpose the axis it moves
+    to the front (the columns of a matrix whose transpose the chain writes)."""
+    if not isinstance(value, Call) or not isinstance(value.op, Op):
+        return 0
+    if value.op.name != "permute_dims":
+        return 0
+    axes = value.attrs.get("axes")
+    return shape_len(value.args[0]) - 1 if axes is None else int(axes[0]) % shape_len(value.args[0])
 
 
 def _reduces_rows(value: object) -> bool:

@@ -38,6 +38,8 @@ REDUCTIONS = frozenset({"sum", "max", "min", "mean"})
 """Reductions: a step when the split axis is not reduced (rows reduced one by one)."""
 BLOCK_STEPS = frozenset({"quantize_gguf", "dequantize_gguf"})
 """GGML block (de)quantization: rows are independent, but a row's values share blocks."""
+UNPACKS = frozenset({"unpack_bits"})
+"""Bit-field unpacking: the unpacked axis grows, every other one splits as the operand."""
 
 
 def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | None:
@@ -66,6 +68,8 @@ def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | 
         return 0 if rows_only and not (isinstance(whole, Var) and whole in splits) else None
     if name in BLOCK_STEPS:
         return split if split != _ndim(x) - 1 else None
+    if name in UNPACKS:
+        return split if split != value.attrs["axis"] % _ndim(x) else None
     if name in ("permute_dims", "layout_cast"):
         return permutation(value, split)
     if name == "quantize_int8":
@@ -78,13 +82,16 @@ def gather_split(call: Call, splits: dict[Var, Split], length: int) -> Split | N
     """The split of `take_along_axis(x, indices, axis)` with constant indices: along another
     axis than x's split, x's split (the indices broadcast along it, or are cut with x's
     blocks); of an x the blocks take whole, the gathered axis, when the indices hold one entry
-    per index of the chain (each block gathers with its own entries)."""
+    per index of the chain (each block gathers with its own entries). Indices that are a
+    value the blocks take whole (GPTQ's g_idx) must broadcast along x's split."""
     x, indices = call.args
-    if not isinstance(indices, Constant):
-        return None
     axis: int = call.attrs["axis"]
     ndim = _ndim(x)
     split = splits.get(x) if isinstance(x, Var) else None
+    if isinstance(indices, Var) and indices not in splits and isinstance(split, int):
+        return split if split != axis and _broadcasts(indices, ndim, split) else None
+    if not isinstance(indices, Constant):
+        return None
     if isinstance(split, int):
         fits_blocks = const_axis(indices, ndim, split, length) != -2
         return split if split != axis and fits_blocks else None

@@ -21,8 +21,9 @@ from lazyparams.errors import CheckpointError
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.base import Array, TensorInfo
 from lazyparams.io.model_config import CONFIG_NAME, ModelFolder, read_config
-from lazyparams.io.prequantized import KEY, read_quantization
+from lazyparams.io.prequantized import KEY, PackedWeights, read_quantization
 from lazyparams.io.source_set import SourceSet
+from lazyparams.targets.dequantize.gptq import GptqDequantization, bind_gptq
 from lazyparams.targets.dequantize.scaled import Dequantization, bind_scaled
 from lazyparams.targets.lora.target import DTYPE_KEYS
 from lazyparams.targets.merge.target import FLOAT_DTYPES, TOKENIZER_FILES
@@ -42,6 +43,8 @@ def dequantize_step(source: Any, seed: int | None = None) -> DequantizeStep | No
         return None
     names = reading_order(source.names(), Path(path))
     infos = {name: source.info(name) for name in names}
+    if isinstance(scheme, PackedWeights):
+        return DequantizeStep(bind_gptq(scheme, infos, str(path)), folder)
     return DequantizeStep(bind_scaled(scheme, infos, str(path)), folder)
 
 
@@ -61,7 +64,7 @@ def reading_order(names: Sequence[str], path: Path) -> list[str]:
 class DequantizeStep:
     """Dequantization as the first step of a SPEC (see `targets.source_steps.SourceStep`)."""
 
-    dequantization: Dequantization
+    dequantization: Dequantization | GptqDequantization
     source_folder: ModelFolder
 
     @property
