@@ -12,6 +12,7 @@ from typing import Any
 from lazyparams.errors import ConvertError
 from lazyparams.targets.llamacpp import (
     deepseek2,
+    ernie45moe,
     glm4moe,
     llama,
     mixtral,
@@ -36,6 +37,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     olmo2.ARCH,
     glm4moe.ARCH,
     olmoe.ARCH,
+    ernie45moe.ARCH,
     smollm3.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {

@@ -16,6 +16,7 @@ import gguf
 
 from lazyparams.errors import ConvertError
 from lazyparams.targets.llamacpp.bpe_vocab import bpe_vocab
+from lazyparams.targets.llamacpp.ernie45moe import ernie_vocab
 from lazyparams.targets.llamacpp.glm4moe import glm_vocab
 from lazyparams.targets.llamacpp.spm_vocab import sentencepiece_vocab
 from lazyparams.targets.llamacpp.tokenizer_files import (
@@ -118,4 +119,6 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "glm4moe": glm_vocab,
     # OLMoE: byte-level BPE (the converter's default vocabulary)
     "olmoe": bpe_vocab,
+    # ERNIE-4.5-MoE: sentencepiece, then tokenizer_config.json's add_prefix_space
+    "ernie4_5-moe": ernie_vocab,
 }

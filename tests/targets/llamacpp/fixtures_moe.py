@@ -34,7 +34,7 @@ def write_glm_tokenizer(folder: Path, vocab_size: int) -> int:
     return int(tokenizer.get_vocab_size(with_added_tokens=True))
 
 
-HIDDEN, HEADS, KV_HEADS, LAYERS, EXPERTS, VOCAB = 64, 4, 2, 3, 4, 320
+HIDDEN, HEADS, KV_HEADS, LAYERS, EXPERTS, VOCAB = 64, 4, 2, 3, 4, 512
 _ATTENTION_NAMES = ("q", "k", "v", "o")
 
 
@@ -191,4 +191,48 @@ def olmoe_layout() -> tuple[dict[str, Any], dict[str, tuple[int, ...]]]:
         layers.update(_attention(p, dim))
         layers[f"{p}.self_attn.q_norm.weight"] = (HEADS * dim,)
         layers[f"{p}.self_attn.k_norm.weight"] = (KV_HEADS * dim,)
+    return config, {**first, **layers, **last}
+
+
+ERNIE_FFN, ERNIE_MOE_FFN = 160, 32
+
+
+def ernie45moe_layout(mtp: bool = False) -> tuple[dict[str, Any], dict[str, tuple[int, ...]]]:
+    """ERNIE-4.5-MoE: a dense layer 0, then experts; tied embeddings; with `mtp`, the
+    multi-token-prediction tensors ERNIE ships outside the layers."""
+    config = _config(
+        "Ernie4_5_MoeForCausalLM",
+        "ernie4_5_moe",
+        intermediate_size=ERNIE_FFN,
+        moe_intermediate_size=ERNIE_MOE_FFN,
+        moe_k=2,
+        moe_layer_end_index=LAYERS - 1,
+        moe_layer_interval=1,
+        moe_layer_start_index=1,
+        moe_num_experts=EXPERTS,
+        moe_num_shared_experts=2,
+        rope_parameters={"rope_theta": 500000.0, "rope_type": "default"},
+        tie_word_embeddings=True,
+        use_bias=False,
+    )
+    dim = HIDDEN // HEADS
+    first, last = _outer(tied=True)
+    layers: dict[str, tuple[int, ...]] = {}
+    for i in range(LAYERS):
+        p = f"model.layers.{i}"
+        layers[f"{p}.input_layernorm.weight"] = (HIDDEN,)
+        if i == 0:
+            layers.update(_mlp(f"{p}.mlp", ERNIE_FFN))
+        else:
+            layers.update(_experts(f"{p}.mlp", ERNIE_MOE_FFN))
+            layers[f"{p}.mlp.gate.weight"] = (EXPERTS, HIDDEN)
+            layers[f"{p}.mlp.moe_statics.e_score_correction_bias"] = (1, EXPERTS)
+            layers.update(_mlp(f"{p}.mlp.shared_experts", 2 * ERNIE_MOE_FFN))
+        layers[f"{p}.post_attention_layernorm.weight"] = (HIDDEN,)
+        layers.update(_attention(p, dim))
+    if mtp:
+        layers["model.mtp_block.0.self_attn.q_proj.weight"] = (HIDDEN, HIDDEN)
+        layers["model.mtp_emb_norm.0.weight"] = (HIDDEN,)
+        layers["model.mtp_hidden_norm.0.weight"] = (HIDDEN,)
+        layers["model.mtp_linear_proj.0.weight"] = (HIDDEN, 2 * HIDDEN)
     return config, {**first, **layers, **last}
