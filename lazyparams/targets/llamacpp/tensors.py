@@ -92,12 +92,11 @@ def _count(config: Mapping[str, Any], keys: tuple[str, ...], config_path: Path) 
 def _moe_layers(
     arch: Architecture, config: Mapping[str, Any], layers: int, config_path: Path
 ) -> frozenset[int]:
-    """The layers holding experts: none without expert rules, all unless the family says."""
-    if not arch.experts:
-        return frozenset()
-    if arch.moe_layers is None:
-        return frozenset(range(layers))
-    return arch.moe_layers(config, layers, config_path)
+    """The layers holding experts: those the family says (its experts may come stacked
+    already, without expert rules), else all layers of a table with expert rules."""
+    if arch.moe_layers is not None:
+        return arch.moe_layers(config, layers, config_path)
+    return frozenset(range(layers)) if arch.experts else frozenset()
 
 
 def plan_tensors(arch: Architecture, names: list[str], shape: ModelShape) -> list[Planned]:
