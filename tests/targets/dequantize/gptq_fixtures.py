@@ -6,6 +6,7 @@ original format) packed along the output axis; g_idx either plain (i // group) o
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +65,11 @@ def gptq_model(
     act_order: bool = False,
     v2: bool = False,
     kind: str = "llama",
+    **changes: Any,
 ) -> tuple[Path, dict[str, dict[str, np.ndarray]]]:
-    """A GPTQ checkpoint of `kind` and, per quantized weight name, its layer's tensors."""
-    shape = SHAPES[kind]
+    """A GPTQ checkpoint of `kind` (its fixture shape with `changes`) and, per quantized
+    weight name, its layer's tensors."""
+    shape = replace(SHAPES[kind], **changes)
     weights = random_weights(shape)
     out: dict[str, np.ndarray] = {}
     layers = {}
