@@ -11,6 +11,8 @@ from typing import Any
 
 from lazyparams.errors import ConvertError
 from lazyparams.targets.llamacpp import (
+    cohere2,
+    command_r,
     deepseek2,
     ernie45moe,
     glm4moe,
@@ -39,6 +41,8 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     olmoe.ARCH,
     ernie45moe.ARCH,
     smollm3.ARCH,
+    command_r.ARCH,
+    cohere2.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names

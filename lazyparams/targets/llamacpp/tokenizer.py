@@ -115,6 +115,9 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "olmo2": bpe_vocab,
     # SmolLM3 is llama to the converter: its vocabulary rules and quirks
     "smollm3": _llama_vocab,
+    # Command R and R7B: byte-level BPE tokenizer.json (the converter's default vocabulary)
+    "command-r": bpe_vocab,
+    "cohere2": bpe_vocab,
     # GLM-4.5: byte-level BPE, its BOS/EOT/EOM set by their text as the converter does
     "glm4moe": glm_vocab,
     # OLMoE: byte-level BPE (the converter's default vocabulary)

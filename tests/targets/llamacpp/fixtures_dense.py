@@ -39,7 +39,8 @@ class Dense:
 
     @property
     def dim(self) -> int:
-        return int(self.extra.get("head_dim") or self.hidden // self.heads)
+        head_dim = self.extra.get("head_dim")
+        return head_dim if isinstance(head_dim, int) else self.hidden // self.heads
 
 
 def config_of(model: Dense) -> dict[str, Any]:
@@ -113,15 +114,38 @@ def _llama_layer(model: Dense) -> dict[str, tuple[int, ...]]:
     }
 
 
-HF_NAMES = {"olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
+def _cohere_layer(model: Dense) -> dict[str, tuple[int, ...]]:
+    """One LayerNorm (weights only) before attention and MLP run in parallel; Command R+'s
+    per-head q/k norms with use_qk_norm."""
+    out = {"input_layernorm.weight": (model.hidden,), **_gated_mlp(model)}
+    out.update(_llama_attention(model))
+    if model.extra.get("use_qk_norm"):
+        out["self_attn.q_norm.weight"] = (model.heads, model.dim)
+        out["self_attn.k_norm.weight"] = (model.kv_heads, model.dim)
+    return out
+
+
+HF_NAMES = {
+    "olmo2": "Olmo2ForCausalLM",
+    "smollm3": "SmolLM3ForCausalLM",
+    "cohere": "CohereForCausalLM",
+    "cohere2": "Cohere2ForCausalLM",
+}
 LAYERS: dict[str, Callable[[Dense], dict[str, tuple[int, ...]]]] = {
     "olmo2": _olmo2_layer,
     "smollm3": _llama_layer,
+    "cohere": _cohere_layer,
+    "cohere2": _cohere_layer,
 }
 _SMOLLM3 = {"no_rope_layer_interval": 4, "no_rope_layers": [1, 1, 1, 0], "rope_theta": 5000000.0}
+_COHERE = {"layer_norm_eps": 1e-05, "rms_norm_eps": ABSENT, "logit_scale": 0.0625}
+_COHERE2 = {**_COHERE, "logit_scale": 0.25, "rotary_pct": 1.0, "sliding_window": 512}
+_COHERE2.update(sliding_window_pattern=4, rope_theta=50000.0)
 MODELS = {
     "olmo2": Dense("olmo2"),
     "smollm3": Dense("smollm3", layers=4, tied=True, extra=_SMOLLM3),
+    "cohere": Dense("cohere", tied=True, extra={**_COHERE, "use_qk_norm": False}),
+    "cohere2": Dense("cohere2", layers=4, tied=True, extra=_COHERE2),
 }
 
 
