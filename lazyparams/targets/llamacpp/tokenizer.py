@@ -124,4 +124,6 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "olmoe": bpe_vocab,
     # ERNIE-4.5-MoE: sentencepiece, then tokenizer_config.json's add_prefix_space
     "ernie4_5-moe": ernie_vocab,
+    # Llama 4: byte-level BPE (its converter class reads no sentencepiece)
+    "llama4": bpe_vocab,
 }

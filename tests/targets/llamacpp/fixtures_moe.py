@@ -236,3 +236,48 @@ def ernie45moe_layout(mtp: bool = False) -> tuple[dict[str, Any], dict[str, tupl
         layers["model.mtp_hidden_norm.0.weight"] = (HIDDEN,)
         layers["model.mtp_linear_proj.0.weight"] = (HIDDEN, 2 * HIDDEN)
     return config, {**first, **layers, **last}
+
+
+LLAMA4_HEAD_DIM, LLAMA4_MOE_FFN, LLAMA4_FFN = 16, 32, 96
+LLAMA3_ROPE = {
+    "factor": 8.0,
+    "high_freq_factor": 4.0,
+    "low_freq_factor": 1.0,
+    "original_max_position_embeddings": 1024,
+    "rope_theta": 500000.0,
+    "rope_type": "llama3",
+}
+
+
+def llama4_layout() -> tuple[dict[str, Any], dict[str, tuple[int, ...]]]:
+    """Llama-4 text: experts in layer 1 (every second layer), stored fused per layer."""
+    config = _config(
+        "Llama4ForCausalLM",
+        "llama4_text",
+        head_dim=LLAMA4_HEAD_DIM,
+        interleave_moe_layer_step=2,
+        intermediate_size=LLAMA4_MOE_FFN,
+        intermediate_size_mlp=LLAMA4_FFN,
+        layer_types=["chunked_attention", "chunked_attention", "full_attention"],
+        moe_layers=[1],
+        num_experts_per_tok=1,
+        num_local_experts=EXPERTS,
+        rope_parameters=LLAMA3_ROPE,
+        use_qk_norm=True,
+    )
+    first, last = _outer()
+    layers: dict[str, tuple[int, ...]] = {}
+    for i in range(LAYERS):
+        p = f"model.layers.{i}"
+        if i == 1:
+            f = f"{p}.feed_forward"
+            layers[f"{f}.experts.gate_up_proj"] = (EXPERTS, HIDDEN, 2 * LLAMA4_MOE_FFN)
+            layers[f"{f}.experts.down_proj"] = (EXPERTS, LLAMA4_MOE_FFN, HIDDEN)
+            layers[f"{f}.router.weight"] = (EXPERTS, HIDDEN)
+            layers.update(_mlp(f"{f}.shared_expert", LLAMA4_MOE_FFN))
+        else:
+            layers.update(_mlp(f"{p}.feed_forward", LLAMA4_FFN))
+        layers[f"{p}.input_layernorm.weight"] = (HIDDEN,)
+        layers[f"{p}.post_attention_layernorm.weight"] = (HIDDEN,)
+        layers.update(_attention(p, LLAMA4_HEAD_DIM))
+    return config, {**first, **layers, **last}
