@@ -15,6 +15,9 @@ from lazyparams.targets.llamacpp import (
     command_r,
     deepseek2,
     ernie45moe,
+    gemma,
+    gemma2,
+    gemma3,
     glm4moe,
     llama,
     llama4,
@@ -45,6 +48,9 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     smollm3.ARCH,
     command_r.ARCH,
     cohere2.ARCH,
+    gemma.ARCH,
+    gemma2.ARCH,
+    gemma3.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names

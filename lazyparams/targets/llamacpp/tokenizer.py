@@ -17,6 +17,7 @@ import gguf
 from lazyparams.errors import ConvertError
 from lazyparams.targets.llamacpp.bpe_vocab import bpe_vocab
 from lazyparams.targets.llamacpp.ernie45moe import ernie_vocab
+from lazyparams.targets.llamacpp.gemma_vocab import gemma2_vocab, gemma3_vocab, gemma_vocab
 from lazyparams.targets.llamacpp.glm4moe import glm_vocab
 from lazyparams.targets.llamacpp.spm_vocab import sentencepiece_vocab
 from lazyparams.targets.llamacpp.tokenizer_files import (
@@ -126,4 +127,8 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "ernie4_5-moe": ernie_vocab,
     # Llama 4: byte-level BPE (its converter class reads no sentencepiece)
     "llama4": bpe_vocab,
+    # Gemma: sentencepiece, no space prefix (Gemma: CodeGemma's special ids; Gemma 3: or BPE)
+    "gemma": gemma_vocab,
+    "gemma2": gemma2_vocab,
+    "gemma3": gemma3_vocab,
 }
