@@ -30,7 +30,6 @@ from lazyparams.frontend import ops
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.base import TensorInfo
 from lazyparams.io.prequantized import PackedWeights
-from lazyparams.op.unpack import fields_per_word
 
 DEQUANTIZED = "float32"
 INT_DTYPES = ("int32", "int64")
@@ -112,7 +111,7 @@ def _layer(
             )
         found[suffix] = info
     qweight, qzeros, scales, g_idx = (found[s] for s in scheme.parts)
-    per_word = fields_per_word(scheme.bits)
+    per_word = 32 // scheme.bits  # fields of an int32 word
     _expect(qweight, 2, ("int32",), path, scheme)
     _expect(qzeros, 2, ("int32",), path, scheme)
     _expect(scales, 2, SCALE_DTYPES, path, scheme)

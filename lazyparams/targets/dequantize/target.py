@@ -11,22 +11,19 @@ constants and `scaled`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lazyparams.errors import CheckpointError
 from lazyparams.frontend.tensor import Tensor
-from lazyparams.io.base import Array, TensorInfo
-from lazyparams.io.model_config import CONFIG_NAME, ModelFolder, read_config
+from lazyparams.io.base import TensorInfo
+from lazyparams.io.model_config import ModelFolder, read_config
 from lazyparams.io.prequantized import KEY, PackedWeights, read_quantization
 from lazyparams.io.source_set import SourceSet
 from lazyparams.targets.dequantize.gptq import GptqDequantization, bind_gptq
 from lazyparams.targets.dequantize.scaled import Dequantization, bind_scaled
-from lazyparams.targets.lora.target import DTYPE_KEYS
-from lazyparams.targets.merge.target import FLOAT_DTYPES, TOKENIZER_FILES
+from lazyparams.targets.source_steps import ComputedHeader, folder_files
 
 
 def dequantize_step(source: Any, seed: int | None = None) -> DequantizeStep | None:
@@ -76,9 +73,10 @@ class DequantizeStep:
         """The dequantized tensors."""
         return self.dequantization.transform(params)
 
-    def header(self) -> DequantizedHeader:
+    def header(self) -> ComputedHeader:
         """The dequantized model's tensors, without data."""
-        return DequantizedHeader(self.dequantization.infos, str(self.source_folder.path))
+        path = str(self.source_folder.path)
+        return ComputedHeader(self.dequantization.infos, path, "the dequantized model")
 
     def folder(self) -> ModelFolder:
         """The checkpoint's folder, config.json without its quantization_config."""
@@ -90,49 +88,4 @@ class DequantizeStep:
     def side_files(self, outputs: Sequence[TensorInfo]) -> dict[str, bytes]:
         """config.json (no quantization_config, the dtype written) and the tokenizer files."""
         folder = self.folder()
-        files = {
-            name: (folder.path / name).read_bytes()
-            for name in TOKENIZER_FILES
-            if (folder.path / name).is_file()
-        }
-        assert folder.config is not None
-        config = written_dtype(folder.config, outputs)
-        files[CONFIG_NAME] = (json.dumps(config, indent=2) + "\n").encode()
-        return files
-
-
-@dataclass(frozen=True, slots=True)
-class DequantizedHeader:
-    """The dequantized model as a header: what a SPEC after the step is traced against."""
-
-    infos: Mapping[str, TensorInfo]
-    path: str
-
-    def names(self) -> list[str]:
-        """The checkpoint's tensor names, in its order, scales left out."""
-        return list(self.infos)
-
-    def info(self, name: str) -> TensorInfo:
-        """Shape and dtype of a dequantized tensor (float32 for a scaled weight)."""
-        found = self.infos.get(name)
-        if found is None:
-            raise CheckpointError(f"{self.path}: the dequantized model has no tensor {name!r}")
-        return found
-
-    def load(self, name: str) -> Array:
-        """Never called: a dequantized tensor exists only inside the traced step."""
-        raise CheckpointError(f"{self.path}: dequantized tensor {name!r} is computed, not loaded")
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-def written_dtype(config: Mapping[str, Any], outputs: Sequence[TensorInfo]) -> dict[str, Any]:
-    """`config` with its dtype key set to the float dtype the outputs are written in, when
-    they are all in one (cast:bfloat16 writes bfloat16 throughout)."""
-    updated = dict(config)
-    written = {o.dtype for o in outputs if o.dtype in FLOAT_DTYPES}
-    if len(written) == 1:
-        for key in [key for key in DTYPE_KEYS if key in updated] or [DTYPE_KEYS[0]]:
-            updated[key] = next(iter(written))
-    return updated
+        return folder_files(folder.config, folder.path, outputs)

@@ -9,7 +9,6 @@ layer and the merge binding.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,24 +16,13 @@ from typing import Any
 from lazyparams.errors import CheckpointError
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.base import Array, TensorInfo
-from lazyparams.io.model_config import CONFIG_NAME, ModelFolder
+from lazyparams.io.model_config import ModelFolder
 from lazyparams.io.source_set import SourceSet
 from lazyparams.targets.merge.merge import MergeBinding, bind_merge
+from lazyparams.targets.source_steps import folder_files
 
-FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 """The config.json keys that hold a model's layer count."""
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer.model",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.json",
-    "merges.txt",
-    "added_tokens.json",
-    "generation_config.json",
-)
-"""The files beside the weights a merged folder takes from its tokenizer source."""
 
 
 def merge_step(source: Any, seed: int | None = None) -> MergeStep | None:
@@ -118,20 +106,7 @@ def side_files(binding: MergeBinding, outputs: Sequence[TensorInfo]) -> dict[str
     """The files a merged Hugging Face folder holds beside its weights `outputs`: config.json
     (updated: layer count, the dtype written) and the tokenizer's files, from
     `tokenizer_source` (a model, or `base`, the default)."""
-    folder = merged_folder(binding)
-    files: dict[str, bytes] = {}
-    if folder.config is not None:
-        config = dict(folder.config)
-        written = {o.dtype for o in outputs if o.dtype in FLOAT_DTYPES}
-        if len(written) == 1:
-            config["torch_dtype"] = written.pop()
-        files[CONFIG_NAME] = (json.dumps(config, indent=2) + "\n").encode()
-    source = _tokenizer_folder(binding)
-    for name in TOKENIZER_FILES:
-        path = source / name
-        if path.is_file():
-            files[name] = path.read_bytes()
-    return files
+    return folder_files(merged_folder(binding).config, _tokenizer_folder(binding), outputs)
 
 
 def _tokenizer_folder(binding: MergeBinding) -> Any:
