@@ -127,6 +127,8 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "ernie4_5-moe": ernie_vocab,
     # Llama 4: byte-level BPE (its converter class reads no sentencepiece)
     "llama4": bpe_vocab,
+    # gpt-oss: byte-level BPE (o200k; the converter's default vocabulary)
+    "gpt-oss": bpe_vocab,
     # Gemma: sentencepiece, no space prefix (Gemma: CodeGemma's special ids; Gemma 3: or BPE)
     "gemma": gemma_vocab,
     "gemma2": gemma2_vocab,

@@ -281,3 +281,49 @@ def llama4_layout() -> tuple[dict[str, Any], dict[str, tuple[int, ...]]]:
         layers[f"{p}.post_attention_layernorm.weight"] = (HIDDEN,)
         layers.update(_attention(p, LLAMA4_HEAD_DIM))
     return config, {**first, **layers, **last}
+
+
+GPTOSS_HEAD_DIM, GPTOSS_FFN = 16, 64
+
+
+def gptoss_layout() -> tuple[dict[str, Any], dict[str, tuple[int, ...]]]:
+    """gpt-oss with float experts (as transformers saves a dequantized model): fused per layer,
+    gate and up interleaved, with biases; attention sinks; yarn rope."""
+    config = _config(
+        "GptOssForCausalLM",
+        "gpt_oss",
+        attention_bias=True,
+        head_dim=GPTOSS_HEAD_DIM,
+        intermediate_size=GPTOSS_FFN,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        num_experts_per_tok=2,
+        num_local_experts=EXPERTS,
+        rope_parameters={
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "factor": 32.0,
+            "original_max_position_embeddings": 4096,
+            "rope_theta": 150000.0,
+            "rope_type": "yarn",
+            "truncate": False,
+        },
+        sliding_window=128,
+        swiglu_limit=7.0,
+    )
+    first, last = _outer()
+    layers: dict[str, tuple[int, ...]] = {}
+    for i in range(LAYERS):
+        p = f"model.layers.{i}"
+        e = f"{p}.mlp.experts"
+        layers[f"{p}.input_layernorm.weight"] = (HIDDEN,)
+        layers[f"{e}.down_proj"] = (EXPERTS, GPTOSS_FFN, HIDDEN)
+        layers[f"{e}.down_proj_bias"] = (EXPERTS, HIDDEN)
+        layers[f"{e}.gate_up_proj"] = (EXPERTS, HIDDEN, 2 * GPTOSS_FFN)
+        layers[f"{e}.gate_up_proj_bias"] = (EXPERTS, 2 * GPTOSS_FFN)
+        layers[f"{p}.mlp.router.bias"] = (EXPERTS,)
+        layers[f"{p}.mlp.router.weight"] = (EXPERTS, HIDDEN)
+        layers[f"{p}.post_attention_layernorm.weight"] = (HIDDEN,)
+        layers.update(_attention(p, GPTOSS_HEAD_DIM, bias=True))
+        layers[f"{p}.self_attn.o_proj.bias"] = (HIDDEN,)
+        layers[f"{p}.self_attn.sinks"] = (HEADS,)
+    return config, {**first, **layers, **last}
