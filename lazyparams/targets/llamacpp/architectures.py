@@ -30,6 +30,7 @@ from lazyparams.targets.llamacpp import (
     qwen3,
     qwen3moe,
     smollm3,
+    starcoder2,
 )
 from lazyparams.targets.llamacpp.tables import Architecture
 
@@ -50,6 +51,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     smollm3.ARCH,
     command_r.ARCH,
     cohere2.ARCH,
+    starcoder2.ARCH,
     gemma.ARCH,
     gemma2.ARCH,
     gemma3.ARCH,

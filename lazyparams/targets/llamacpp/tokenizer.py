@@ -119,6 +119,8 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     # Command R and R7B: byte-level BPE tokenizer.json (the converter's default vocabulary)
     "command-r": bpe_vocab,
     "cohere2": bpe_vocab,
+    # StarCoder2: byte-level BPE tokenizer.json (the converter's default vocabulary)
+    "starcoder2": bpe_vocab,
     # GLM-4.5: byte-level BPE, its BOS/EOT/EOM set by their text as the converter does
     "glm4moe": glm_vocab,
     # OLMoE: byte-level BPE (the converter's default vocabulary)

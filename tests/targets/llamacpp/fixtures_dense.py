@@ -125,28 +125,49 @@ def _cohere_layer(model: Dense) -> dict[str, tuple[int, ...]]:
     return out
 
 
+def _starcoder2_layer(model: Dense) -> dict[str, tuple[int, ...]]:
+    """LayerNorms with biases, a plain c_fc -> c_proj MLP, biases with use_bias."""
+    h, f = model.hidden, model.intermediate
+    out: dict[str, tuple[int, ...]] = {}
+    for norm in ("input_layernorm", "post_attention_layernorm"):
+        out.update({f"{norm}.weight": (h,), f"{norm}.bias": (h,)})
+    weights = {**_llama_attention(model), "mlp.c_fc.weight": (f, h), "mlp.c_proj.weight": (h, f)}
+    for name, dims in weights.items():
+        out[name] = dims
+        if model.extra.get("use_bias", True):
+            out[name.replace(".weight", ".bias")] = dims[:1]
+    return out
+
+
 HF_NAMES = {
     "olmo2": "Olmo2ForCausalLM",
     "smollm3": "SmolLM3ForCausalLM",
     "cohere": "CohereForCausalLM",
     "cohere2": "Cohere2ForCausalLM",
+    "starcoder2": "Starcoder2ForCausalLM",
 }
 LAYERS: dict[str, Callable[[Dense], dict[str, tuple[int, ...]]]] = {
     "olmo2": _olmo2_layer,
     "smollm3": _llama_layer,
     "cohere": _cohere_layer,
     "cohere2": _cohere_layer,
+    "starcoder2": _starcoder2_layer,
 }
 _SMOLLM3 = {"no_rope_layer_interval": 4, "no_rope_layers": [1, 1, 1, 0], "rope_theta": 5000000.0}
 _COHERE = {"layer_norm_eps": 1e-05, "rms_norm_eps": ABSENT, "logit_scale": 0.0625}
 _COHERE2 = {**_COHERE, "logit_scale": 0.25, "rotary_pct": 1.0, "sliding_window": 512}
 _COHERE2.update(sliding_window_pattern=4, rope_theta=50000.0)
+_STARCODER2 = {"norm_epsilon": 1e-05, "rms_norm_eps": ABSENT, "use_bias": True}
+_STARCODER2.update(hidden_act="gelu_pytorch_tanh", sliding_window=4096, rope_theta=999999.4)
 MODELS = {
     "olmo2": Dense("olmo2"),
     "smollm3": Dense("smollm3", layers=4, tied=True, extra=_SMOLLM3),
     "cohere": Dense("cohere", tied=True, extra={**_COHERE, "use_qk_norm": False}),
     "cohere2": Dense("cohere2", layers=4, tied=True, extra=_COHERE2),
+    "starcoder2": Dense("starcoder2", tied=True, extra=_STARCODER2),
 }
+BIASED_FINAL_NORM = ("starcoder2",)
+"""Families whose final norm is a LayerNorm with a bias."""
 
 
 def tensor_shapes(model: Dense) -> dict[str, tuple[int, ...]]:
@@ -156,6 +177,8 @@ def tensor_shapes(model: Dense) -> dict[str, tuple[int, ...]]:
         for name, dims in LAYERS[model.kind](model).items():
             out[f"model.layers.{layer}.{name}"] = dims
     out["model.norm.weight"] = (model.hidden,)
+    if model.kind in BIASED_FINAL_NORM:
+        out["model.norm.bias"] = (model.hidden,)
     if not model.tied:
         out["lm_head.weight"] = (model.vocab, model.hidden)
     return out
