@@ -20,11 +20,15 @@ from lazyparams.targets.llamacpp import (
     gemma3,
     glm4moe,
     gptoss,
+    granite,
+    granitemoe,
     llama,
     llama4,
     mixtral,
     olmo2,
     olmoe,
+    phi2,
+    phi3,
     qwen2,
     qwen2moe,
     qwen3,
@@ -55,6 +59,10 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     gemma.ARCH,
     gemma2.ARCH,
     gemma3.ARCH,
+    phi3.ARCH,
+    granite.ARCH,
+    granitemoe.ARCH,
+    phi2.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names

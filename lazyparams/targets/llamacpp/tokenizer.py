@@ -19,6 +19,7 @@ from lazyparams.targets.llamacpp.bpe_vocab import bpe_vocab
 from lazyparams.targets.llamacpp.ernie45moe import ernie_vocab
 from lazyparams.targets.llamacpp.gemma_vocab import gemma2_vocab, gemma3_vocab, gemma_vocab
 from lazyparams.targets.llamacpp.glm4moe import glm_vocab
+from lazyparams.targets.llamacpp.phi3_vocab import phi3_vocab
 from lazyparams.targets.llamacpp.spm_vocab import sentencepiece_vocab
 from lazyparams.targets.llamacpp.tokenizer_files import (
     json_section,
@@ -135,4 +136,11 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "gemma": gemma_vocab,
     "gemma2": gemma2_vocab,
     "gemma3": gemma3_vocab,
+    # Phi-3/3.5: sentencepiece by Phi-3's own rules; Phi-4: byte-level BPE (GPT2Tokenizer)
+    "phi3": phi3_vocab,
+    # Granite and Granite MoE are llama to the converter: its vocabulary rules and quirks
+    "granite": _llama_vocab,
+    "granitemoe": _llama_vocab,
+    # phi-2: byte-level BPE (the converter's default vocabulary)
+    "phi2": bpe_vocab,
 }
