@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import signal
 import sys
 import threading
@@ -145,6 +146,17 @@ def _metadata(args: argparse.Namespace) -> dict[str, Any] | None:
     return pairs
 
 
+def _run_inspect(args: argparse.Namespace, out: Console) -> int:
+    from lazyparams.engine.inspection import describe_lines, inspect_checkpoint
+
+    found = inspect_checkpoint(args.file, allow_outside_links=args.allow_outside_links)
+    if args.json:
+        sys.stdout.write(json.dumps(found.as_json(), indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write("\n".join(describe_lines(found)) + "\n")
+    return 0
+
+
 def _run_show(args: argparse.Namespace, out: Console) -> int:
     import lazyparams.script  # noqa: F401 - the printer behind `show`
     from lazyparams.engine.compile import stage, trace_transform
@@ -232,6 +244,7 @@ _COMMANDS = {
     "merge": _run_convert,  # a merge is a conversion whose SRC is the configuration
     "merge-lora": _run_merge_lora,
     "extract-lora": _run_extract_lora,
+    "inspect": _run_inspect,
     "show": _run_show,
     "demo": _run_demo,
 }

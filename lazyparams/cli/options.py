@@ -108,6 +108,12 @@ _COMMANDS = {
         "convert a checkpoint",
         "Convert SRC with SPEC into DST in bounded memory. DST appears only when complete.",
     ),
+    "inspect": (
+        "list a checkpoint's metadata and tensors",
+        "List what the checkpoint FILE holds without reading its tensors: metadata (a GGUF "
+        "file's key/value pairs and their types), every tensor's shape, type and size, and "
+        "the totals per type.",
+    ),
     "show": (
         "print the compiled IR",
         "Print the transform's IR in script syntax at one stage of compilation.",
@@ -373,8 +379,19 @@ def _demo_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--no-progress", action="store_true", help="draw no progress bars")
 
 
+def _inspect_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("file", metavar="FILE", help="the checkpoint (file or folder)")
+    command.add_argument("--json", action="store_true", help="print the result as JSON")
+    command.add_argument(
+        "--allow-outside-links",
+        action="store_true",
+        help="let FILE's shards resolve (symlinks, ..) outside its folder",
+    )
+
+
 _OPTIONS = {
     "plan": _plan_options,
+    "inspect": _inspect_options,
     "convert": _convert_options,
     "merge": _merge_options,
     "merge-lora": _merge_lora_options,
