@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lazyparams.errors import ConvertError
+from lazyparams.frontend import ops
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.model_config import ModelFolder
 from lazyparams.targets.llamacpp.architectures import architecture_of
@@ -90,6 +91,8 @@ class GGUFTarget:
         planned = plan_tensors(model.arch, list(params), model.shape)
         _check_embeddings(model, params)
         built = {p.name: build_tensor(p, params, model.shape) for p in planned}
+        if model.out.dtype is None:  # a llama-quantize type
+            built = {name: as_llama_quantize_writes(t) for name, t in built.items()}
         dtypes = output_dtypes(model, planned, built)
         out: dict[str, Any] = dict(_extra_tensors(model))
         for name, tensor in built.items():
@@ -173,6 +176,17 @@ def output_dtypes(
         arch=model.arch.gguf_arch,
     )
     return types
+
+
+def as_llama_quantize_writes(tensor: Tensor) -> Tensor:
+    """`tensor` with the dims llama-quantize writes: it keeps `ggml_n_dims` of each tensor,
+    dropping trailing GGUF dims of 1 (leading numpy axes of 1: Qwen2-MoE's [1, hidden]
+    shared-expert gate becomes [hidden]), which the converter writes as they are."""
+    shape = tuple(tensor.shape)
+    lead = 0
+    while lead < len(shape) - 1 and shape[lead] == 1:
+        lead += 1
+    return tensor if lead == 0 else ops.reshape(tensor, shape[lead:])
 
 
 def _keep_f32(planned: Planned) -> bool:
