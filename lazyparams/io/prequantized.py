@@ -24,7 +24,7 @@ SUPPORTED = (
     "fp8 (weight_block_size, or per-tensor scales)",
     "gptq (2, 4 or 8 bits; checkpoint_format gptq or gptq_v2)",
     "compressed-tensors (float-quantized, int-quantized, naive-quantized; channel, tensor, "
-    "group or block strategy)",
+    "group or block strategy; pack-quantized int of 4 or 8 bits, group strategy)",
 )
 """The kinds a model folder may claim, as errors list them."""
 FP8_DROPPED = (".activation_scale", "_activation_scale", ".input_scale")
@@ -68,13 +68,29 @@ class PackedWeights:
     parts: tuple[str, ...] = (".qweight", ".qzeros", ".scales", ".g_idx")
 
 
+@dataclass(frozen=True, slots=True)
+class PackedGroups:
+    """compressed-tensors' pack-quantized weights: `X.weight_packed` (int32 words of `bits`-bit
+    fields along the input axis), `X.weight_scale` (one per row and group of `group` inputs),
+    `X.weight_shape` (the unpacked shape) and, asymmetric, `X.weight_zero_point` (fields along
+    the output axis). Symmetric weights are offset by 2**(bits - 1)."""
+
+    method: str
+    where: str
+    bits: int
+    group: int
+    parts: tuple[str, ...] = (".weight_packed", ".weight_scale", ".weight_shape")
+    zero_point: str = ".weight_zero_point"
+    dropped: tuple[str, ...] = CT_DROPPED
+
+
 GPTQ_BITS = (2, 4, 8)
 GPTQ_FORMATS = ("gptq", "gptq_v2")
 
 
 def read_quantization(
     config: Mapping[str, Any], path: Path
-) -> ScaledWeights | PackedWeights | None:
+) -> ScaledWeights | PackedWeights | PackedGroups | None:
     """The checked `quantization_config` of a config.json at `path`, or None when it has
     none; CheckpointError naming the key for any kind or option not supported."""
     raw = config.get(KEY)
@@ -133,10 +149,13 @@ def block_size(value: Any, where: str) -> tuple[int, int]:
     return value[0], value[1]
 
 
-def _compressed_tensors(raw: Mapping[str, Any], where: str) -> ScaledWeights:
+def _compressed_tensors(raw: Mapping[str, Any], where: str) -> ScaledWeights | PackedGroups:
     """compressed-tensors: one config group that quantizes weights (any number that quantize
-    activations only), in an unpacked format."""
+    activations only), in an unpacked format or pack-quantized."""
     fmt = raw.get("format")
+    if fmt == "pack-quantized":
+        name, scheme = _weight_scheme(raw, where)
+        return _pack_quantized(scheme, f"{where}.config_groups.{name}.weights")
     if fmt not in CT_FORMATS:
         raise CheckpointError(
             f"{where}.format: {fmt!r} is not supported; expected one of {', '.join(CT_FORMATS)}"
@@ -163,6 +182,45 @@ def _compressed_tensors(raw: Mapping[str, Any], where: str) -> ScaledWeights:
         _ct_block(scheme, f"{where}.config_groups.{name}.weights"),
         CT_DROPPED,
     )
+
+
+def _weight_scheme(raw: Mapping[str, Any], where: str) -> tuple[str, Any]:
+    """The one config group that quantizes weights, by name, and its weight scheme."""
+    groups = raw.get("config_groups")
+    if not isinstance(groups, Mapping) or not groups:
+        raise CheckpointError(f"{where}.config_groups: expected a non-empty JSON object")
+    quantized = {
+        name: g.get("weights")
+        for name, g in groups.items()
+        if isinstance(g, Mapping) and g.get("weights") is not None
+    }
+    if len(quantized) != 1:
+        raise CheckpointError(
+            f"{where}.config_groups: {len(quantized)} groups quantize weights; expected one"
+        )
+    return next(iter(quantized.items()))
+
+
+def _pack_quantized(scheme: Any, where: str) -> PackedGroups:
+    """pack-quantized: int weights of 4 or 8 bits in groups along the input axis (the
+    strategy llama.cpp's converter takes), symmetric or with zero points."""
+    if not isinstance(scheme, Mapping):
+        raise CheckpointError(f"{where}: expected a JSON object")
+    kind, bits = scheme.get("type", "int"), scheme.get("num_bits")
+    if kind != "int" or bits not in (4, 8):
+        raise CheckpointError(
+            f"{where}: type {kind!r} of {bits!r} bits is not supported for pack-quantized; "
+            "expected int of 4 or 8 bits"
+        )
+    if scheme.get("strategy") != "group":
+        raise CheckpointError(
+            f"{where}.strategy: {scheme.get('strategy')!r} is not supported for "
+            "pack-quantized; expected group"
+        )
+    group = scheme.get("group_size")
+    if type(group) is not int or group < 1:
+        raise CheckpointError(f"{where}.group_size: {group!r}: expected a positive integer")
+    return PackedGroups("compressed-tensors", where, bits, group)
 
 
 def _ct_block(scheme: Any, where: str) -> tuple[int, int] | None:

@@ -19,9 +19,10 @@ from typing import Any
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.base import TensorInfo
 from lazyparams.io.model_config import ModelFolder, read_config
-from lazyparams.io.prequantized import KEY, PackedWeights, read_quantization
+from lazyparams.io.prequantized import KEY, PackedGroups, PackedWeights, read_quantization
 from lazyparams.io.source_set import SourceSet
 from lazyparams.targets.dequantize.gptq import GptqDequantization, bind_gptq
+from lazyparams.targets.dequantize.packed_groups import GroupsDequantization, bind_packed_groups
 from lazyparams.targets.dequantize.scaled import Dequantization, bind_scaled
 from lazyparams.targets.source_steps import ComputedHeader, folder_files
 
@@ -42,6 +43,8 @@ def dequantize_step(source: Any, seed: int | None = None) -> DequantizeStep | No
     infos = {name: source.info(name) for name in names}
     if isinstance(scheme, PackedWeights):
         return DequantizeStep(bind_gptq(scheme, infos, str(path)), folder)
+    if isinstance(scheme, PackedGroups):
+        return DequantizeStep(bind_packed_groups(scheme, infos, str(path)), folder)
     return DequantizeStep(bind_scaled(scheme, infos, str(path)), folder)
 
 
@@ -61,7 +64,7 @@ def reading_order(names: Sequence[str], path: Path) -> list[str]:
 class DequantizeStep:
     """Dequantization as the first step of a SPEC (see `targets.source_steps.SourceStep`)."""
 
-    dequantization: Dequantization | GptqDequantization
+    dequantization: Dequantization | GptqDequantization | GroupsDequantization
     source_folder: ModelFolder
 
     @property

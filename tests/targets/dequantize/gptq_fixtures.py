@@ -98,3 +98,67 @@ def gptq_config(bits: int, group: int, act_order: bool, v2: bool) -> dict[str, A
         "checkpoint_format": "gptq_v2" if v2 else "gptq",
         "damp_percent": 0.01,
     }
+
+
+def pack_quantized_layer(
+    w: np.ndarray, bits: int, group: int, symmetric: bool
+) -> dict[str, np.ndarray]:
+    """compressed-tensors' pack-quantized layer of weight `w` [out, in]: per row and group of
+    inputs a scale (symmetric: absmax / (2**(bits-1) - 1); else (max - min) / (2**bits - 1)
+    with a zero point), q = clamp(round(w / scale) + offset, 0, 2**bits - 1) stored as fields
+    along the input axis, zero points as fields along the output axis. Returns the tensors and,
+    for the checks, `q` and `offset` ([out, groups])."""
+    w = w.astype(np.float32)
+    out, inputs = w.shape
+    parts = w.reshape(out, inputs // group, group)
+    maxq = (1 << bits) - 1
+    if symmetric:
+        half = 1 << (bits - 1)
+        scale = np.maximum(np.abs(parts).max(axis=2) / (half - 1), 1e-6).astype(np.float16)
+        offset = np.full(scale.shape, half, np.int32)
+    else:
+        low, high = parts.min(axis=2), parts.max(axis=2)
+        scale = np.maximum((high - low) / maxq, 1e-6).astype(np.float16)
+        offset = np.clip(np.rint(-low / scale.astype(np.float32)), 0, maxq).astype(np.int32)
+    q = np.rint(parts / scale.astype(np.float32)[..., None]) + offset[..., None]
+    q = np.clip(q, 0, maxq).astype(np.int32).reshape(out, inputs)
+    layer = {
+        "weight_packed": pack(q, bits, 1),
+        "weight_scale": scale,
+        "weight_shape": np.array([out, inputs], np.int64),
+        "q": q,
+        "offset": offset,
+    }
+    if not symmetric:
+        layer["weight_zero_point"] = pack(offset, bits, 0)
+    return layer
+
+
+def pack_quantized_model(
+    folder: Path, bits: int = 4, *, group: int = 32, symmetric: bool = True, **changes: Any
+) -> tuple[Path, dict[str, dict[str, np.ndarray]]]:
+    """A pack-quantized llama checkpoint and, per quantized weight name, its layer's tensors."""
+    shape = replace(SHAPES["llama"], **changes)
+    weights = random_weights(shape)
+    out: dict[str, np.ndarray] = {}
+    layers = {}
+    for name, w in weights.items():
+        if name not in quantized_names(weights):
+            out[name] = w
+            continue
+        layer = pack_quantized_layer(w, bits, group, symmetric)
+        for part, value in layer.items():
+            if part.startswith("weight_"):
+                out[f"{name}_{part.removeprefix('weight_')}"] = value
+        layers[name] = layer
+    config = config_of(shape)
+    scheme = {"num_bits": bits, "type": "int", "symmetric": symmetric, "strategy": "group"}
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {
+            "group_0": {"targets": ["Linear"], "weights": {**scheme, "group_size": group}}
+        },
+        "ignore": ["lm_head"],
+    }
+    return write_checkpoint(folder, out, config), layers

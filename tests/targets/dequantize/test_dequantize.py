@@ -194,9 +194,9 @@ def test_compressed_tensors_options_not_supported_are_named(tmp_path: Path) -> N
     (src / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"strategy: 'tensor_group' is not supported"):
         lazyparams.plan("cast:bfloat16", src)
-    config["quantization_config"]["format"] = "pack-quantized"
+    config["quantization_config"]["format"] = "marlin-24"
     (src / "config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match=r"format: 'pack-quantized' is not supported"):
+    with pytest.raises(CheckpointError, match=r"format: 'marlin-24' is not supported"):
         lazyparams.plan("cast:bfloat16", src)
 
 
