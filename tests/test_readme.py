@@ -235,3 +235,15 @@ def test_the_merge_method_table_lists_the_registry() -> None:
     assert listed == {m.name for m in merge_methods()} | {
         alias for m in merge_methods() for alias in m.aliases
     }
+
+
+def test_the_gguf_architecture_table_lists_the_registry() -> None:
+    from lazyparams.targets.llamacpp.architectures import ARCHITECTURES
+
+    text = README.read_text(encoding="utf-8")
+    table = text.split("<!-- gguf-architectures -->")[1].split("<!-- /gguf-architectures -->")[0]
+    rows = [row.split("|") for row in table.strip().splitlines()[2:]]
+    listed = {name for row in rows for name in re.findall(r"`(\w+)`", row[1])}
+    arches = {name for row in rows for name in re.findall(r"`([\w.-]+)`", row[2])}
+    assert listed == {name for arch in ARCHITECTURES for name in arch.hf_names}
+    assert arches == {arch.gguf_arch for arch in ARCHITECTURES}
