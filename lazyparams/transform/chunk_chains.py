@@ -44,6 +44,7 @@ from lazyparams.transform.chunk_splits import (
     ELEMENTWISE,
     GATHERS,
     REDUCTIONS,
+    SLICES,
     UNARY,
     UNPACKS,
     Split,
@@ -56,7 +57,7 @@ from lazyparams.transform.chunk_splits import (
 JOINS = ELEMENTWISE | {"matmul"} | GATHERS
 """The steps whose other operands may be loads joining the chain, or free operands (the
 whole right operand of a matmul whose rows come from the chain, a gather's indices)."""
-STEP_OPS = ELEMENTWISE | UNARY | REDUCTIONS | BLOCK_STEPS | JOINS | UNPACKS
+STEP_OPS = ELEMENTWISE | UNARY | REDUCTIONS | BLOCK_STEPS | JOINS | UNPACKS | SLICES
 STEP_OPS |= {"permute_dims", "quantize_int8", "quantize_int4"}
 STEP_OPS |= {"layout_cast"}  # of one tensor (no join): a permutation and a cast
 SET_ROWS = "set_item_rows"

@@ -40,6 +40,9 @@ BLOCK_STEPS = frozenset({"quantize_gguf", "dequantize_gguf"})
 """GGML block (de)quantization: rows are independent, but a row's values share blocks."""
 UNPACKS = frozenset({"unpack_bits"})
 """Bit-field unpacking: the unpacked axis grows, every other one splits as the operand."""
+SLICES = frozenset({"strided_slice"})
+"""Slices: a step when they leave the split axis whole (the gate and up halves of each
+expert of a fused expert tensor, split by experts)."""
 
 
 def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | None:
@@ -70,6 +73,9 @@ def step_split(value: object, splits: dict[Var, Split], length: int) -> Split | 
         return split if split != _ndim(x) - 1 else None
     if name in UNPACKS:
         return split if split != value.attrs["axis"] % _ndim(x) else None
+    if name in SLICES:
+        sliced = {a % _ndim(x) for a in value.attrs["axes"]}
+        return split if split not in sliced else None
     if name in ("permute_dims", "layout_cast"):
         return permutation(value, split)
     if name == "quantize_int8":
