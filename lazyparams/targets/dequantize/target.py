@@ -14,17 +14,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.base import TensorInfo
 from lazyparams.io.model_config import ModelFolder, read_config
-from lazyparams.io.prequantized import KEY, PackedGroups, PackedWeights, read_quantization
+from lazyparams.io.prequantized import (
+    KEY,
+    PackedGroups,
+    PackedWeights,
+    ScaledWeights,
+    read_quantization,
+)
 from lazyparams.io.source_set import SourceSet
-from lazyparams.targets.dequantize.gptq import GptqDequantization, bind_gptq
-from lazyparams.targets.dequantize.packed_groups import GroupsDequantization, bind_packed_groups
-from lazyparams.targets.dequantize.scaled import Dequantization, bind_scaled
 from lazyparams.targets.source_steps import ComputedHeader, folder_files
+
+if TYPE_CHECKING:  # the binders import numpy: only a checkpoint that claims a quantization
+    from lazyparams.targets.dequantize.gptq import GptqDequantization
+    from lazyparams.targets.dequantize.packed_groups import GroupsDequantization
+    from lazyparams.targets.dequantize.scaled import Dequantization
 
 
 def dequantize_step(source: Any, seed: int | None = None) -> DequantizeStep | None:
@@ -41,11 +49,27 @@ def dequantize_step(source: Any, seed: int | None = None) -> DequantizeStep | No
         return None
     names = reading_order(source.names(), Path(path))
     infos = {name: source.info(name) for name in names}
+    return DequantizeStep(_bound(scheme, infos, str(path)), folder)
+
+
+def _bound(
+    scheme: ScaledWeights | PackedWeights | PackedGroups,
+    infos: Mapping[str, TensorInfo],
+    path: str,
+) -> Dequantization | GptqDequantization | GroupsDequantization:
+    """The checkpoint's tensors bound to `scheme`'s dequantization (its module imported
+    here, so a plain checkpoint's plan imports none of them)."""
     if isinstance(scheme, PackedWeights):
-        return DequantizeStep(bind_gptq(scheme, infos, str(path)), folder)
+        from lazyparams.targets.dequantize.gptq import bind_gptq
+
+        return bind_gptq(scheme, infos, path)
     if isinstance(scheme, PackedGroups):
-        return DequantizeStep(bind_packed_groups(scheme, infos, str(path)), folder)
-    return DequantizeStep(bind_scaled(scheme, infos, str(path)), folder)
+        from lazyparams.targets.dequantize.packed_groups import bind_packed_groups
+
+        return bind_packed_groups(scheme, infos, path)
+    from lazyparams.targets.dequantize.scaled import bind_scaled
+
+    return bind_scaled(scheme, infos, path)
 
 
 def reading_order(names: Sequence[str], path: Path) -> list[str]:
