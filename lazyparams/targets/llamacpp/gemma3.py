@@ -28,6 +28,7 @@ from lazyparams.targets.llamacpp.gemma2 import LAYER_NORMS
 from lazyparams.targets.llamacpp.tables import Architecture, HookContext, TensorRule
 
 _DEFAULTS = {
+    "vocab_size": 262208,
     "max_position_embeddings": 131072,
     "num_attention_heads": 8,
     "num_key_value_heads": 4,
@@ -124,6 +125,15 @@ def _bpe_token_count(path: Path) -> int:
     return len(vocab) + len(added)
 
 
+VISION = (
+    "vision_tower.",
+    "multi_modal_projector.",
+    "model.vision_tower.",
+    "model.multi_modal_projector.",
+)
+"""A Gemma3ForConditionalGeneration checkpoint's vision tower and projector, left out: the
+GGUF file holds its text model (llama.cpp writes the vision part as a separate projector)."""
+
 HEAD_NORMS = (
     layer_norm("self_attn.q_norm.weight", "attn_q_norm.weight"),
     layer_norm("self_attn.k_norm.weight", "attn_k_norm.weight"),
@@ -131,7 +141,7 @@ HEAD_NORMS = (
 
 ARCH = Architecture(
     gguf_arch="gemma3",
-    hf_names=("Gemma3ForCausalLM",),
+    hf_names=("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
     tensors=(
         TensorRule("model.embed_tokens.weight", "token_embd.weight", hook=embeddings_in_vocab),
         OUTPUT_NORM,
@@ -141,6 +151,7 @@ ARCH = Architecture(
         *ATTENTION,
         *MLP,
     ),
+    skipped_prefixes=VISION,
     config_hook=gemma3_config,
     hparams_hook=gemma3_hparams,
 )

@@ -93,6 +93,19 @@ YARN_EXTRAS = (
 )
 
 
+def text_model_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """config.json as llama.cpp's converter reads it for a text model: a multimodal
+    checkpoint's `text_config` merged over its top level (the model class stays the top
+    level's `architectures`)."""
+    text = config.get("text_config")
+    if not isinstance(text, Mapping):
+        return config
+    merged = {**config, **text}
+    if "architectures" in config:
+        merged["architectures"] = config["architectures"]
+    return merged
+
+
 def first_present(config: Mapping[str, Any], keys: Sequence[str]) -> Any:
     """The value of the first of `keys` in `config`, or None."""
     return next((config[key] for key in keys if key in config), None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lazyparams.errors import ConvertError
@@ -26,7 +27,7 @@ from lazyparams.targets.llamacpp.from_gguf import (
     gguf_source,
     in_load_order,
 )
-from lazyparams.targets.llamacpp.hparams import HIDDEN_KEYS, first_present
+from lazyparams.targets.llamacpp.hparams import HIDDEN_KEYS, first_present, text_model_config
 from lazyparams.targets.llamacpp.mixtures import tensor_types
 from lazyparams.targets.llamacpp.outtype import OutputType, converter_dtype, output_type
 from lazyparams.targets.llamacpp.rope_freqs import ROPE_FREQS, llama3_rope_factors
@@ -35,6 +36,7 @@ from lazyparams.targets.llamacpp.tensors import (
     ModelShape,
     Planned,
     build_tensor,
+    converter_name,
     model_shape,
     plan_tensors,
 )
@@ -71,7 +73,7 @@ class GGUFTarget:
 
     def resolve(self, folder: ModelFolder, inputs: Mapping[str, Any]) -> Model:
         """The model behind `folder`, with `inputs` (name -> info with shape and dtype)."""
-        config, path = folder.require_config("the gguf recipe")
+        config, path = _text_config(folder)
         hf_name, arch = architecture_of(config, path)
         shape = model_shape(arch, config, path)
         matrices = [info.dtype for info in inputs.values() if len(info.shape) >= 2]
@@ -116,13 +118,14 @@ class GGUFTarget:
         if retyped is not None:
             return retyped.metadata(outputs)
         model = self.resolve(folder, inputs)
-        config, path = folder.require_config("the gguf recipe")
+        config, path = _text_config(folder)
         shapes = [(info.name, tuple(info.shape)) for info in outputs]
         counts = parameter_counts(shapes)
         early = early_hparams(model.arch, config, path)
         meta = general_metadata(folder.path, model.arch.gguf_arch, counts, early)
         meta.update(model_hparams(model.arch, config, path, model.out.file_type))
-        meta.update(tokenizer_metadata(folder.path, config, model.arch.gguf_arch, pre=self.pre))
+        read = _as_converter_reads(model.arch, config)
+        meta.update(tokenizer_metadata(folder.path, read, model.arch.gguf_arch, pre=self.pre))
         return meta if model.out.dtype is not None else as_quantized(meta, model.out.file_type)
 
     def describe(
@@ -193,11 +196,25 @@ def _keep_f32(planned: Planned) -> bool:
     return bool(getattr(planned.rule, "keep_f32", False))
 
 
+def _text_config(folder: ModelFolder) -> tuple[Mapping[str, Any], Path]:
+    """config.json as the converter reads it for the text model, and its path."""
+    config, path = folder.require_config("the gguf recipe")
+    return text_model_config(config), path
+
+
+def _as_converter_reads(arch: Architecture, config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`config` after the family's config hook (transformers' defaults, which the converter
+    sees: a vocabulary size config.json leaves out)."""
+    return arch.config_hook(config) if arch.config_hook is not None else config
+
+
 def _check_embeddings(model: Model, params: Mapping[str, Tensor]) -> None:
     """The embedding must be vocab_size x hidden_size, as llama.cpp will load it."""
-    config, path = model.folder.require_config("the gguf recipe")
-    embed = next((r.hf for r in model.arch.tensors if r.gguf == "token_embd.weight"), None)
-    if embed is None or embed not in params:
+    config, path = _text_config(model.folder)
+    config = _as_converter_reads(model.arch, config)
+    rule = next((r.hf for r in model.arch.tensors if r.gguf == "token_embd.weight"), None)
+    embed = next((name for name in params if converter_name(name) == rule), None)
+    if embed is None:
         return
     rows_cols = tuple(params[embed].shape)
     expected = (config.get("vocab_size"), first_present(config, HIDDEN_KEYS))
@@ -211,7 +228,7 @@ def _check_embeddings(model: Model, params: Mapping[str, Tensor]) -> None:
 def _extra_tensors(model: Model) -> dict[str, Any]:
     """Tensors llama.cpp generates from the config: llama 3's rope frequency factors (llama,
     and the families whose table asks for them), then the family's `extra_tensors`."""
-    config, path = model.folder.require_config("the gguf recipe")
+    config, path = _text_config(model.folder)
     wanted = model.arch.llama3_rope_freqs or model.arch.gguf_arch == "llama"
     factors = llama3_rope_factors(config, path) if wanted else None
     out: dict[str, Any] = {} if factors is None else {ROPE_FREQS: factors}

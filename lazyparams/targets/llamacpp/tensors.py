@@ -124,14 +124,20 @@ _Match = tuple[TensorRule | ExpertRule, int | None, int | None]
 _LAYER_PREFIX = re.compile(r"model\.layers\.(\d+)\.")
 
 
+def converter_name(name: str) -> str:
+    """The name the converter looks a checkpoint tensor up by: without `language_model.`
+    (a multimodal checkpoint's text model), which it drops from every name."""
+    return name.replace("language_model.", "")
+
+
 def _matches(arch: Architecture, name: str, shape: ModelShape) -> list[_Match]:
     """The rules `name` falls under (several: a split), or none for a skipped tensor."""
     skipped = name.endswith(arch.skipped) or name.startswith(arch.skipped_prefixes)
-    if skipped or _past_last_layer(arch, name, shape):
+    if skipped or _past_last_layer(arch, converter_name(name), shape):
         return []
     found: list[_Match] = []
     for pattern, rule in compiled_rules(arch):
-        match = pattern.match(name)
+        match = pattern.match(converter_name(name))
         if match is None:
             continue
         groups = match.groupdict()

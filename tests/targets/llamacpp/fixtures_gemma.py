@@ -117,3 +117,38 @@ def write_gemma_with_tokenizer(
     """A model folder of `kind` with a trained sentencepiece tokenizer.model."""
     vocab = write_sentencepiece_tokenizer(folder, 400)
     return write_gemma(folder, kind, vocab, tied, **changes)
+
+
+def write_gemma3_multimodal(
+    folder: Path, vocab: int = 400, **text_changes: Any
+) -> tuple[Path, dict[str, np.ndarray]]:
+    """A Gemma3ForConditionalGeneration folder as Google ships it: the text model's config in
+    `text_config`, its tensors under `language_model.`, a (tiny) vision tower and projector.
+    Returns the folder and the text model's weights by their Gemma3ForCausalLM names."""
+    text = gemma_weights("gemma3", vocab)
+    rng = np.random.default_rng(1)
+    vision = {
+        "multi_modal_projector.mm_input_projection_weight": (32, HIDDEN),
+        "multi_modal_projector.mm_soft_emb_norm.weight": (32,),
+        "vision_tower.vision_model.embeddings.patch_embedding.weight": (32, 3, 8, 8),
+        "vision_tower.vision_model.post_layernorm.weight": (32,),
+    }
+    weights = {f"language_model.{name}": value for name, value in text.items()}
+    for name, dims in vision.items():
+        weights[name] = rng.standard_normal(dims, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    text_config = gemma_config("gemma3", vocab, **text_changes)
+    for key in ("architectures", "torch_dtype", "bos_token_id", "eos_token_id", "pad_token_id"):
+        text_config.pop(key, None)
+    config = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "boi_token_index": 255999,
+        "eoi_token_index": 256000,
+        "eos_token_id": [1, 106],
+        "image_token_index": 262144,
+        "mm_tokens_per_image": 4,
+        "model_type": "gemma3",
+        "text_config": text_config,
+        "torch_dtype": "bfloat16",
+        "vision_config": {"hidden_size": 32, "model_type": "siglip_vision_model", "patch_size": 8},
+    }
+    return write_checkpoint(folder, dict(sorted(weights.items())), config, shards=3), text
