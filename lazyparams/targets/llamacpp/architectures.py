@@ -34,6 +34,7 @@ from lazyparams.targets.llamacpp import (
     qwen3,
     qwen3moe,
     smollm3,
+    stablelm,
     starcoder2,
 )
 from lazyparams.targets.llamacpp.tables import Architecture
@@ -63,6 +64,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     granite.ARCH,
     granitemoe.ARCH,
     phi2.ARCH,
+    stablelm.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names

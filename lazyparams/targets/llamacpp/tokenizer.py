@@ -143,4 +143,6 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "granitemoe": _llama_vocab,
     # phi-2: byte-level BPE (the converter's default vocabulary)
     "phi2": bpe_vocab,
+    # StableLM: byte-level BPE tokenizer.json (StableLM 2's older Qwen-style files are refused)
+    "stablelm": bpe_vocab,
 }
