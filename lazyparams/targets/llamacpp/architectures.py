@@ -18,6 +18,7 @@ from lazyparams.targets.llamacpp import (
     gemma,
     gemma2,
     gemma3,
+    glm4,
     glm4moe,
     gptoss,
     granite,
@@ -65,6 +66,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     granitemoe.ARCH,
     phi2.ARCH,
     stablelm.ARCH,
+    glm4.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names

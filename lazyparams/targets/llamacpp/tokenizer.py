@@ -18,6 +18,7 @@ from lazyparams.errors import ConvertError
 from lazyparams.targets.llamacpp.bpe_vocab import bpe_vocab
 from lazyparams.targets.llamacpp.ernie45moe import ernie_vocab
 from lazyparams.targets.llamacpp.gemma_vocab import gemma2_vocab, gemma3_vocab, gemma_vocab
+from lazyparams.targets.llamacpp.glm4 import glm4_vocab
 from lazyparams.targets.llamacpp.glm4moe import glm_vocab
 from lazyparams.targets.llamacpp.phi3_vocab import phi3_vocab
 from lazyparams.targets.llamacpp.spm_vocab import sentencepiece_vocab
@@ -145,4 +146,6 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "phi2": bpe_vocab,
     # StableLM: byte-level BPE tokenizer.json (StableLM 2's older Qwen-style files are refused)
     "stablelm": bpe_vocab,
+    # GLM-4: byte-level BPE, its EOS/EOT/UNK/BOS set by their text as the converter does
+    "glm4": glm4_vocab,
 }

@@ -38,6 +38,7 @@ def _glm4_config(model: Dense) -> dict[str, Any]:
     return {
         "architectures": ["Glm4ForCausalLM"],
         "attention_bias": True,
+        "bos_token_id": ABSENT,  # GLM-4's releases set none: its converter picks <|endoftext|>
         "head_dim": model.hidden // model.heads,
         "partial_rotary_factor": 0.5,
         "rms_norm_eps": 1e-05,
