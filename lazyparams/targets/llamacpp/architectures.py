@@ -15,6 +15,7 @@ from lazyparams.targets.llamacpp import (
     command_r,
     deepseek2,
     ernie45moe,
+    exaone,
     gemma,
     gemma2,
     gemma3,
@@ -67,6 +68,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     phi2.ARCH,
     stablelm.ARCH,
     glm4.ARCH,
+    exaone.ARCH,
 )
 BY_HF_NAME: dict[str, Architecture] = {
     name: arch for arch in ARCHITECTURES for name in arch.hf_names

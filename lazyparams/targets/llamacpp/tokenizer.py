@@ -148,4 +148,6 @@ _VOCAB_BY_ARCH: dict[str, Callable[[Any, Path, Mapping[str, Any], str | None], N
     "stablelm": bpe_vocab,
     # GLM-4: byte-level BPE, its EOS/EOT/UNK/BOS set by their text as the converter does
     "glm4": glm4_vocab,
+    # EXAONE 3: byte-level BPE tokenizer.json (the converter's default vocabulary)
+    "exaone": bpe_vocab,
 }
