@@ -18,7 +18,7 @@ Imports the io layer and the frontend's ops.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -49,27 +49,32 @@ class Packed:
 
 
 @dataclass(frozen=True, slots=True)
-class GptqDequantization:
-    """A GPTQ checkpoint's tensors after dequantization: `infos` in the converter's order
-    (the packed parts left out, each layer's `.weight` after every other tensor), `packed`
-    the layers by the name of their dequantized weight."""
+class LayerDequantization:
+    """A checkpoint's tensors after its packed layers are dequantized (GPTQ's, pack-quantized
+    ones): `infos` in the converter's order (the packed parts left out, each layer's `.weight`
+    after every other tensor), `packed` the layers by the name of their dequantized weight,
+    `dequantize(params, layer, scheme)` the traced weight of one."""
 
-    scheme: PackedWeights
+    scheme: Any
     infos: Mapping[str, TensorInfo]
-    packed: Mapping[str, Packed]
+    packed: Mapping[str, Any]
+    dequantize: Callable[[Mapping[str, Tensor], Any, Any], Tensor]
 
     def transform(self, params: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """The dequantized model's tensors, traced from the checkpoint's."""
         out = {}
         for name in self.infos:
             layer = self.packed.get(name)
-            out[name] = params[name] if layer is None else dequantize(params, layer, self.scheme)
+            if layer is None:
+                out[name] = params[name]
+            else:
+                out[name] = self.dequantize(params, layer, self.scheme)
         return out
 
 
 def bind_gptq(
     scheme: PackedWeights, infos: Mapping[str, TensorInfo], path: str
-) -> GptqDequantization:
+) -> LayerDequantization:
     """Every GPTQ layer of the checkpoint `path`, its four tensors found and their shapes and
     dtypes checked against one another: one error naming the tensor for the first that is
     missing or does not fit."""
@@ -93,7 +98,7 @@ def bind_gptq(
                 f"expected one or the other ({scheme.where})"
             )
         kept[name] = TensorInfo.of(name, (layer.outputs, layer.inputs), DEQUANTIZED)
-    return GptqDequantization(scheme, kept, packed)
+    return LayerDequantization(scheme, kept, packed, dequantize)
 
 
 def _layer(

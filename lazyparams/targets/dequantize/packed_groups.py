@@ -30,7 +30,12 @@ from lazyparams.frontend import ops
 from lazyparams.frontend.tensor import Tensor
 from lazyparams.io.base import TensorInfo
 from lazyparams.io.prequantized import PackedGroups
-from lazyparams.targets.dequantize.gptq import DEQUANTIZED, SCALE_DTYPES, row_index
+from lazyparams.targets.dequantize.gptq import (
+    DEQUANTIZED,
+    SCALE_DTYPES,
+    LayerDequantization,
+    row_index,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,28 +51,9 @@ class PackedLayer:
         return self.prefix + suffix
 
 
-@dataclass(frozen=True, slots=True)
-class GroupsDequantization:
-    """A pack-quantized checkpoint's tensors after dequantization: `infos` (the packed parts
-    left out, each layer's `.weight` after every other tensor), `packed` the layers by the name
-    of their dequantized weight."""
-
-    scheme: PackedGroups
-    infos: Mapping[str, TensorInfo]
-    packed: Mapping[str, PackedLayer]
-
-    def transform(self, params: Mapping[str, Tensor]) -> dict[str, Tensor]:
-        """The dequantized model's tensors, traced from the checkpoint's."""
-        out = {}
-        for name in self.infos:
-            layer = self.packed.get(name)
-            out[name] = params[name] if layer is None else dequantize(params, layer, self.scheme)
-        return out
-
-
 def bind_packed_groups(
     scheme: PackedGroups, infos: Mapping[str, TensorInfo], path: str
-) -> GroupsDequantization:
+) -> LayerDequantization:
     """Every pack-quantized layer of the checkpoint `path`, its tensors found and checked
     against one another: one error naming the tensor for the first that does not fit."""
     packed = {}
@@ -85,7 +71,7 @@ def bind_packed_groups(
     kept = {n: i for n, i in infos.items() if n not in owned and not n.endswith(scheme.dropped)}
     for name, layer in packed.items():
         kept[name] = TensorInfo.of(name, (layer.outputs, layer.inputs), DEQUANTIZED)
-    return GroupsDequantization(scheme, kept, packed)
+    return LayerDequantization(scheme, kept, packed, dequantize)
 
 
 def _layer(

@@ -30,8 +30,7 @@ from lazyparams.io.source_set import SourceSet
 from lazyparams.targets.source_steps import ComputedHeader, folder_files
 
 if TYPE_CHECKING:  # the binders import numpy: only a checkpoint that claims a quantization
-    from lazyparams.targets.dequantize.gptq import GptqDequantization
-    from lazyparams.targets.dequantize.packed_groups import GroupsDequantization
+    from lazyparams.targets.dequantize.gptq import LayerDequantization
     from lazyparams.targets.dequantize.scaled import Dequantization
 
 
@@ -56,7 +55,7 @@ def _bound(
     scheme: ScaledWeights | PackedWeights | PackedGroups,
     infos: Mapping[str, TensorInfo],
     path: str,
-) -> Dequantization | GptqDequantization | GroupsDequantization:
+) -> Dequantization | LayerDequantization:
     """The checkpoint's tensors bound to `scheme`'s dequantization (its module imported
     here, so a plain checkpoint's plan imports none of them)."""
     if isinstance(scheme, PackedWeights):
@@ -88,7 +87,7 @@ def reading_order(names: Sequence[str], path: Path) -> list[str]:
 class DequantizeStep:
     """Dequantization as the first step of a SPEC (see `targets.source_steps.SourceStep`)."""
 
-    dequantization: Dequantization | GptqDequantization | GroupsDequantization
+    dequantization: Dequantization | LayerDequantization
     source_folder: ModelFolder
 
     @property
