@@ -21,6 +21,7 @@ from hf_fixtures import write_checkpoint
 import lazyparams
 from lazyparams.errors import LazyParamsError
 from lazyparams.targets.llamacpp.target import GGUFTarget
+from tests.targets.llamacpp.checks import refused
 
 pytest.importorskip("tokenizers", reason="the llamacpp extra (tokenizers) is not installed")
 
@@ -128,39 +129,30 @@ def test_glm4_q4_k_m_mixture(tmp_path: Path) -> None:
     assert types["output.weight"] == "Q6_K"
 
 
-def _refused(tmp_path: Path, folder: Path, *needles: str) -> None:
-    dst = tmp_path / "out.gguf"
-    with pytest.raises(LazyParamsError) as info:
-        lazyparams.convert("gguf:f16", folder, dst, progress=False)
-    for needle in needles:
-        assert needle in str(info.value)
-    assert not dst.exists()
-
-
-def test_glm4_missing_post_mlp_norm_is_refused(tmp_path: Path) -> None:
+def test_glm4_missing_post_mlp_norm_isrefused(tmp_path: Path) -> None:
     model = dense_model("glm4")
     weights = random_weights(model)
     del weights["model.layers.2.post_mlp_layernorm.weight"]
     folder = write_checkpoint(tmp_path / "m", weights, config_of(model))
-    _refused(tmp_path, folder, "model.layers.2.post_mlp_layernorm.weight", "missing")
+    refused(tmp_path, folder, "model.layers.2.post_mlp_layernorm.weight", "missing")
 
 
-def test_glm4_split_mlp_is_refused(tmp_path: Path) -> None:
+def test_glm4_split_mlp_isrefused(tmp_path: Path) -> None:
     """A llama-style gate_proj is not part of llama.cpp's glm4 (its gate and up come fused)."""
     model = dense_model("glm4")
     weights = random_weights(model)
     weights["model.layers.0.mlp.gate_proj.weight"] = weights["model.layers.0.mlp.down_proj.weight"]
     folder = write_checkpoint(tmp_path / "m", weights, config_of(model))
-    _refused(tmp_path, folder, "model.layers.0.mlp.gate_proj.weight", "glm4")
+    refused(tmp_path, folder, "model.layers.0.mlp.gate_proj.weight", "glm4")
 
 
-def test_glm4_multimodal_rope_is_refused(tmp_path: Path) -> None:
+def test_glm4_multimodal_rope_isrefused(tmp_path: Path) -> None:
     rope = {"rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
     folder, _ = write_dense(tmp_path / "m", dense_model("glm4", extra={"rope_parameters": rope}))
-    _refused(tmp_path, folder, "'mrope_section'", "config.json")
+    refused(tmp_path, folder, "'mrope_section'", "config.json")
 
 
-def test_glm4_tokenizer_without_glm_specials_is_refused(tmp_path: Path) -> None:
+def test_glm4_tokenizer_without_glm_specials_isrefused(tmp_path: Path) -> None:
     from tokenizer_fixtures import write_bpe_tokenizer
 
     folder = tmp_path / "m"

@@ -20,6 +20,7 @@ from tokenizer_fixtures import write_bpe_tokenizer
 import lazyparams
 from lazyparams.errors import LazyParamsError
 from lazyparams.targets.llamacpp.target import GGUFTarget
+from tests.targets.llamacpp.checks import refused
 
 gguf = pytest.importorskip("gguf")
 
@@ -214,41 +215,32 @@ def test_deepseek_q4_k_m_mixture(tmp_path: Path) -> None:
     assert types["output.weight"] == "Q6_K"
 
 
-def _refused(tmp_path: Path, folder: Path, *needles: str) -> None:
-    dst = tmp_path / "out.gguf"
-    with pytest.raises(LazyParamsError) as info:
-        lazyparams.convert("gguf:f16", folder, dst, progress=False)
-    for needle in needles:
-        assert needle in str(info.value)
-    assert not dst.exists()
-
-
 def test_kv_b_rows_that_contradict_the_config(tmp_path: Path) -> None:
     shape = SHAPES["deepseek_v3"]
     config = {**config_of(shape), "v_head_dim": 16}
     folder = write_checkpoint(tmp_path / "m", random_weights(shape), config)
-    _refused(tmp_path, folder, "kv_b_proj.weight", "v_head_dim=16", "rows")
+    refused(tmp_path, folder, "kv_b_proj.weight", "v_head_dim=16", "rows")
 
 
 def test_experts_in_a_layer_the_config_makes_dense(tmp_path: Path) -> None:
     shape = SHAPES["deepseek_v3"]
     config = {**config_of(shape), "first_k_dense_replace": 2}
     folder = write_checkpoint(tmp_path / "m", random_weights(shape), config)
-    _refused(tmp_path, folder, "model.layers.1.", "layer 1", "dense")
+    refused(tmp_path, folder, "model.layers.1.", "layer 1", "dense")
 
 
 def test_dense_mlp_in_an_expert_layer(tmp_path: Path) -> None:
     shape = SHAPES["deepseek_v3"]
     config = {**config_of(shape), "first_k_dense_replace": 0}
     folder = write_checkpoint(tmp_path / "m", random_weights(shape), config)
-    _refused(tmp_path, folder, "model.layers.0.mlp.", "dense", "a mixture-of-experts layer")
+    refused(tmp_path, folder, "model.layers.0.mlp.", "dense", "a mixture-of-experts layer")
 
 
 def test_deepseek_expert_count_that_disagrees(tmp_path: Path) -> None:
     shape = SHAPES["deepseek_v3"]
     config = {**config_of(shape), "n_routed_experts": 6}
     folder = write_checkpoint(tmp_path / "m", random_weights(shape), config)
-    _refused(tmp_path, folder, "experts 0..5", "6 experts", "[0, 1, 2, 3]")
+    refused(tmp_path, folder, "experts 0..5", "6 experts", "[0, 1, 2, 3]")
 
 
 def test_unknown_gating_function(tmp_path: Path) -> None:
@@ -259,7 +251,7 @@ def test_unknown_gating_function(tmp_path: Path) -> None:
     assert "'scoring_func'" in str(info.value) and "softmax, sigmoid" in str(info.value)
 
 
-def test_qwen_moe_dense_layer_is_refused(tmp_path: Path) -> None:
+def test_qwen_moe_dense_layer_isrefused(tmp_path: Path) -> None:
     """llama.cpp's qwen2moe has no dense feed-forward: a layer with one cannot be written."""
     shape = SHAPES["qwen2_moe"]
     weights = random_weights(shape)
@@ -267,4 +259,4 @@ def test_qwen_moe_dense_layer_is_refused(tmp_path: Path) -> None:
     dense = np.zeros((f, h), dtype=weights["model.norm.weight"].dtype)
     weights["model.layers.1.mlp.gate_proj.weight"] = dense
     folder = write_checkpoint(tmp_path / "m", weights, config_of(shape))
-    _refused(tmp_path, folder, "model.layers.1.mlp.gate_proj.weight", "qwen2moe")
+    refused(tmp_path, folder, "model.layers.1.mlp.gate_proj.weight", "qwen2moe")

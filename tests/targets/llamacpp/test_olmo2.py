@@ -24,8 +24,7 @@ from fixtures_dense import (
 )
 from hf_fixtures import write_checkpoint
 
-import lazyparams
-from lazyparams.errors import LazyParamsError
+from tests.targets.llamacpp.checks import refused
 
 pytest.importorskip("tokenizers", reason="the llamacpp extra (tokenizers) is not installed")
 
@@ -116,33 +115,24 @@ def test_olmo2_q4_k_m_mixture(tmp_path: Path) -> None:
     assert types["output.weight"] == "Q6_K"
 
 
-def _refused(tmp_path: Path, folder: Path, *needles: str) -> None:
-    dst = tmp_path / "out.gguf"
-    with pytest.raises(LazyParamsError) as info:
-        lazyparams.convert("gguf:f16", folder, dst, progress=False)
-    for needle in needles:
-        assert needle in str(info.value)
-    assert not dst.exists()
-
-
-def test_olmo2_missing_post_norm_is_refused(tmp_path: Path) -> None:
+def test_olmo2_missing_post_norm_isrefused(tmp_path: Path) -> None:
     model = dense_model("olmo2")
     weights = random_weights(model)
     del weights["model.layers.1.post_feedforward_layernorm.weight"]
     folder = write_checkpoint(tmp_path / "m", weights, config_of(model))
-    _refused(tmp_path, folder, "model.layers.1.post_feedforward_layernorm.weight", "missing")
+    refused(tmp_path, folder, "model.layers.1.post_feedforward_layernorm.weight", "missing")
 
 
-def test_olmo2_pre_norm_tensor_is_refused(tmp_path: Path) -> None:
+def test_olmo2_pre_norm_tensor_isrefused(tmp_path: Path) -> None:
     """A llama-style input norm is not part of llama.cpp's olmo2: refused by name."""
     model = dense_model("olmo2")
     weights = random_weights(model)
     weights["model.layers.0.input_layernorm.weight"] = weights["model.norm.weight"]
     folder = write_checkpoint(tmp_path / "m", weights, config_of(model))
-    _refused(tmp_path, folder, "model.layers.0.input_layernorm.weight", "olmo2")
+    refused(tmp_path, folder, "model.layers.0.input_layernorm.weight", "olmo2")
 
 
-def test_olmo2_bad_sliding_window_is_refused(tmp_path: Path) -> None:
+def test_olmo2_bad_sliding_window_isrefused(tmp_path: Path) -> None:
     model = dense_model("olmo2", extra={"sliding_window": "wide"})
     folder, _ = write_dense(tmp_path / "m", model)
-    _refused(tmp_path, folder, "'sliding_window'", "'wide'")
+    refused(tmp_path, folder, "'sliding_window'", "'wide'")

@@ -17,8 +17,7 @@ from fixtures_dense import ABSENT, converted, fields_of
 from fixtures_dense2 import config_of, dense_model, gguf_file, random_weights, write_dense
 from hf_fixtures import write_checkpoint
 
-import lazyparams
-from lazyparams.errors import LazyParamsError
+from tests.targets.llamacpp.checks import refused
 
 pytest.importorskip("tokenizers", reason="the llamacpp extra (tokenizers) is not installed")
 
@@ -116,16 +115,7 @@ def test_stablelm_q4_k_m_mixture(tmp_path: Path) -> None:
     assert types["output.weight"] == "Q6_K"
 
 
-def _refused(tmp_path: Path, folder: Path, *needles: str) -> None:
-    dst = tmp_path / "out.gguf"
-    with pytest.raises(LazyParamsError) as info:
-        lazyparams.convert("gguf:f16", folder, dst, progress=False)
-    for needle in needles:
-        assert needle in str(info.value)
-    assert not dst.exists()
-
-
-def test_stablelm_qk_layernorm_is_refused(tmp_path: Path) -> None:
+def test_stablelm_qk_layernorm_isrefused(tmp_path: Path) -> None:
     """Per-head q/k LayerNorms (StableLM 2 12B) are refused by the config key that asks for
     them, before their tensors are looked at."""
     model = dense_model("stablelm", extra={"qk_layernorm": True})
@@ -135,18 +125,18 @@ def test_stablelm_qk_layernorm_is_refused(tmp_path: Path) -> None:
             "model.norm.weight"
         ][:16]
     folder = write_checkpoint(tmp_path / "m", weights, config_of(model))
-    _refused(tmp_path, folder, "'qk_layernorm'", "config.json")
+    refused(tmp_path, folder, "'qk_layernorm'", "config.json")
 
 
-def test_stablelm_missing_norm_bias_is_refused(tmp_path: Path) -> None:
+def test_stablelm_missing_norm_bias_isrefused(tmp_path: Path) -> None:
     model = dense_model("stablelm")
     weights = random_weights(model)
     del weights["model.layers.1.input_layernorm.bias"]
     folder = write_checkpoint(tmp_path / "m", weights, config_of(model))
-    _refused(tmp_path, folder, "model.layers.1.input_layernorm.bias", "missing")
+    refused(tmp_path, folder, "model.layers.1.input_layernorm.bias", "missing")
 
 
-def test_stablelm_bad_rotary_factor_is_refused(tmp_path: Path) -> None:
+def test_stablelm_bad_rotary_factor_isrefused(tmp_path: Path) -> None:
     model = dense_model("stablelm", extra={"partial_rotary_factor": "quarter"})
     folder, _ = write_dense(tmp_path / "m", model)
-    _refused(tmp_path, folder, "'partial_rotary_factor'", "'quarter'")
+    refused(tmp_path, folder, "'partial_rotary_factor'", "'quarter'")
