@@ -24,7 +24,6 @@ from lazyparams.ir import (
     Call,
     Constant,
     DataflowBlock,
-    ExternFunc,
     Function,
     MatchCast,
     Op,
@@ -39,6 +38,17 @@ from lazyparams.ir import (
 from lazyparams.ir.dtype import is_block
 from lazyparams.ir.prim import IntImm
 from lazyparams.transform.chunk_phases import Phase, plan_phases
+from lazyparams.transform.chunk_reads import (
+    SET_ROWS,
+    calls,
+    cuts_rows,
+    is_op,
+    reduces_rows,
+    row_axis,
+    same_rows,
+    store_index,
+    store_offset,
+)
 from lazyparams.transform.chunk_splits import (
     BLOCK_STEPS,
     ELEMENTWISE,
@@ -60,10 +70,6 @@ whole right operand of a matmul whose rows come from the chain, a gather's indic
 STEP_OPS = ELEMENTWISE | UNARY | REDUCTIONS | BLOCK_STEPS | JOINS | UNPACKS | SLICES
 STEP_OPS |= {"permute_dims", "quantize_int8", "quantize_int4"}
 STEP_OPS |= {"layout_cast"}  # of one tensor (no join): a permutation and a cast
-SET_ROWS = "set_item_rows"
-"""`set_item_rows(j, start, block)`: write `block` as rows [start, start + len) of output j
-(rows of its flat view when the block has fewer axes: see `io.partial.flat_block`). A chain
-may end in one, from the rows at `start` on (a part of a streamed concatenation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +199,7 @@ class _Finder:
     def _load(self, binding: Binding) -> tuple[int, TensorStructInfo] | None:
         """(input index, static struct info) when `binding` is a plain `get_item(i)`."""
         call = binding.value
-        if not isinstance(call, Call) or not _calls(call, self.fget_item) or len(call.args) != 1:
+        if not isinstance(call, Call) or not calls(call, self.fget_item) or len(call.args) != 1:
             return None
         arg = call.args[0]
         if not isinstance(arg, PrimValue) or not isinstance(arg.value, IntImm):
@@ -240,27 +246,39 @@ class _Finder:
                 continue
             members.add(position)
             for var in free - before:
-                if shape_of(var) != shape_of(binding.var) or _is_op(binding, "matmul"):
-                    continue  # a broadcast operand (a matmul's right one) stays whole, free
-                trial = set(free)
-                upstream = self._upstream(var, values, trial)
-                if upstream is None or not self._aligned(upstream, start):
-                    continue
-                free |= trial
-                free.discard(var)
+                upstream = self._joined(var, binding, values, free, start)
                 members.update(upstream)
                 loads.update(at for at in upstream if self._joins(self.live.bindings[at].var))
                 for at in upstream:
-                    values.add(self.live.bindings[at].var)
-                    for reader in self.readers.get(self.live.bindings[at].var, ()):
-                        heapq.heappush(pending, reader)
+                    self._admit(self.live.bindings[at].var, values, pending)
             if kind == "step":
-                values.add(binding.var)
-                for reader in self.readers.get(binding.var, ()):
-                    heapq.heappush(pending, reader)
+                self._admit(binding.var, values, pending)
         if values & set(self.live.result_uses):
             return None
         return members, loads, outside, free
+
+    def _joined(
+        self, var: Var, binding: Binding, values: Collection[Var], free: set[Var], start: int
+    ) -> set[int]:
+        """The positions that join the chain with `var`, an operand `binding`'s step takes
+        whole so far: its loads and steps, when it is as wide as the step's result and comes
+        from loads that split with the chain's first (then `var` leaves `free`), else none (a
+        broadcast operand, a matmul's right one, stays whole)."""
+        if shape_of(var) != shape_of(binding.var) or is_op(binding, "matmul"):
+            return set()
+        trial = set(free)
+        upstream = self._upstream(var, values, trial)
+        if upstream is None or not self._aligned(upstream, start):
+            return set()
+        free |= trial
+        free.discard(var)
+        return upstream
+
+    def _admit(self, var: Var, values: set[Var], pending: list[int]) -> None:
+        """Make `var` a value of the chain and queue its readers."""
+        values.add(var)
+        for reader in self.readers.get(var, ()):
+            heapq.heappush(pending, reader)
 
     def _upstream(self, var: Var, values: Collection[Var], free: set[Var]) -> set[int] | None:
         """The positions of the loads and steps `var` is computed from, when it comes from
@@ -277,10 +295,10 @@ class _Finder:
             operands: tuple[object, ...] = (
                 (value.tuple_value,) if isinstance(value, TupleGetItem) else (value,)
             )
-        elif _is_op(binding, "matmul") and isinstance(value, Call):
+        elif is_op(binding, "matmul") and isinstance(value, Call):
             operands = value.args[:1]
             free.update(a for a in value.args[1:] if isinstance(a, Var) and a not in values)
-        elif isinstance(value, Call) and _cuts_rows(value):
+        elif isinstance(value, Call) and cuts_rows(value):
             operands = ()  # the gathered table is taken whole and cut per block
             free.update(a for a in value.args[:1] if isinstance(a, Var) and a not in values)
         elif isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in STEP_OPS:
@@ -293,7 +311,7 @@ class _Finder:
                 continue
             if not isinstance(operand, Var):
                 return None
-            if not _same_rows(operand, var, _row_axis(value)):
+            if not same_rows(operand, var, row_axis(value)):
                 free.add(operand)  # a broadcast operand (a scalar, a norm): taken whole
                 continue
             inner = self._upstream(operand, values, free)
@@ -333,15 +351,15 @@ class _Finder:
         value = binding.value
         if is_kill(value):
             return "kill"
-        if isinstance(value, Call) and _calls(value, self.fset_item):
-            return "store" if _store_index(value) is not None else None
-        if isinstance(value, Call) and _calls(value, SET_ROWS):
+        if isinstance(value, Call) and calls(value, self.fset_item):
+            return "store" if store_index(value) is not None else None
+        if isinstance(value, Call) and calls(value, SET_ROWS):
             return "store" if store_offset(value) is not None else None
         if not isinstance(binding, VarBinding):
             return None
         if isinstance(value, TupleGetItem | Var):
             return "step"
-        if _reduces_rows(value):
+        if reduces_rows(value):
             return "outside"  # a total over the rows: read outside the chain, once gathered
         if isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in STEP_OPS:
             others = [a for a in value.args if not isinstance(a, Constant) and a not in values]
@@ -352,89 +370,6 @@ class _Finder:
             free.update(others)  # type: ignore[arg-type]
             return "step"
         return "outside"
-
-
-def _same_rows(operand: Var, var: Var, axis: int = 0) -> bool:
-    """Whether `operand` has as many indices along `axis` as `var` has rows (so it runs in
-    the same blocks)."""
-    a, b = shape_of(operand), shape_of(var)
-    return bool(a) and bool(b) and len(a) > axis and a[axis] == b[0]  # type: ignore[arg-type,index]
-
-
-def _cuts_rows(call: Call) -> bool:
-    """Whether `call` gathers the rows of a table by one constant index per row of its result
-    (`take_along_axis(x, index, 0)`), so that each block gathers its own rows of a whole x."""
-    if not isinstance(call.op, Op) or call.op.name not in GATHERS:
-        return False
-    indices, out = call.args[1], shape_of(call)
-    if not isinstance(indices, Constant) or not out or call.attrs.get("axis") != 0:
-        return False
-    return bool(indices.data.ndim) and indices.data.shape[0] == out[0] > 1
-
-
-def _row_axis(value: object) -> int:
-    """The operand axis that becomes a step's rows: 0, but for a transpose the axis it moves
-    to the front (the columns of a matrix whose transpose the chain writes)."""
-    if not isinstance(value, Call) or not isinstance(value.op, Op):
-        return 0
-    if value.op.name != "permute_dims":
-        return 0
-    axes = value.attrs.get("axes")
-    return shape_len(value.args[0]) - 1 if axes is None else int(axes[0]) % shape_len(value.args[0])
-
-
-def _reduces_rows(value: object) -> bool:
-    """Whether `value` is a reduction over axis 0 (every axis, or a list holding 0)."""
-    if not isinstance(value, Call) or not isinstance(value.op, Op):
-        return False
-    if value.op.name not in REDUCTIONS:
-        return False
-    axis = value.attrs.get("axis")
-    return axis is None or 0 in axis or -shape_len(value.args[0]) in axis
-
-
-def shape_len(expr: object) -> int:
-    """The rank of a tensor expression (0 when unknown)."""
-    shape = shape_of(expr)
-    return 0 if shape is None else len(shape)
-
-
-def _is_op(binding: Binding, name: str) -> bool:
-    """Whether `binding` calls the op `name`."""
-    value = binding.value
-    return isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == name
-
-
-def _calls(call: Call, name: str) -> bool:
-    return isinstance(call.op, ExternFunc) and call.op.global_symbol == name
-
-
-def store_offset(call: Call) -> int | None:
-    """The first row a chain's store writes: 0 for `set_item(j, v)`, `start` for
-    `set_item_rows(j, start, v)` of a var at constant indices; None for anything else."""
-    if len(call.args) == 2:
-        return 0 if _store_index(call) is not None else None
-    index, start, value = call.args if len(call.args) == 3 else (None, None, None)
-    if not isinstance(value, Var) or not all(_int_of(a) is not None for a in (index, start)):
-        return None
-    return _int_of(start)
-
-
-def _int_of(expr: object) -> int | None:
-    """The value of a constant int prim value, else None."""
-    if isinstance(expr, PrimValue) and isinstance(expr.value, IntImm):
-        return expr.value.value
-    return None
-
-
-def _store_index(call: Call) -> int | None:
-    """The output index of a `set_item(j, value)` hand-off of a var, else None."""
-    if len(call.args) != 2 or not isinstance(call.args[1], Var):
-        return None
-    index = call.args[0]
-    if isinstance(index, PrimValue) and isinstance(index.value, IntImm):
-        return index.value.value
-    return None
 
 
 # Split axes --------------------------------------------------------------------------------
@@ -462,7 +397,7 @@ def _split(
         value = binding.value
         if binding in loaded or is_kill(value):
             continue
-        if isinstance(value, Call) and (_calls(value, fset_item) or _calls(value, SET_ROWS)):
+        if isinstance(value, Call) and (calls(value, fset_item) or calls(value, SET_ROWS)):
             if splits.get(value.args[-1]) != 0:  # type: ignore[call-overload]
                 return None
             continue

@@ -49,9 +49,10 @@ from lazyparams.ir import (
 )
 from lazyparams.ir.struct_info import tensor
 from lazyparams.transform.base import NamedFunctionPass
-from lazyparams.transform.chunk_chains import SET_ROWS as SET_ROWS  # the row store, also here
-from lazyparams.transform.chunk_chains import Chain, find_chains, store_offset
+from lazyparams.transform.chunk_chains import Chain, find_chains
 from lazyparams.transform.chunk_phases import Phase
+from lazyparams.transform.chunk_reads import SET_ROWS as SET_ROWS  # the row store, also here
+from lazyparams.transform.chunk_reads import store_offset
 from lazyparams.transform.chunk_splits import Split, const_axis
 from lazyparams.transform.kill_plan import insert_kills, plan_kills
 from lazyparams.transform.util import HANDOFF, packed_call
